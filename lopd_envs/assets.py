@@ -1,0 +1,266 @@
+"""Where benchmark data (and downloaded model files) come from, in one place (DESIGN.md section 6).
+
+Resolution order for a file of a benchmark: an explicit ``data_dir`` → ``$LOPD_DATA_DIR/<benchmark>/`` →
+the user cache (``$LOPD_CACHE`` or ``~/.cache/lopd``) → a download from the pinned official source,
+verified by sha256, into the cache. Offline and missing, the error names the file, the source and the
+env var, because "file not found" alone sends users hunting.
+
+Sources are either a pinned URL or a pinned PyPI wheel. Wheels are fetched with ``pip download --no-deps``
+so that a benchmark shipped inside a package (BFCL-v3 in ``bfcl-eval``) never becomes a resolved
+dependency whose pins could break the user's environment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DATA_ENV = "LOPD_DATA_DIR"
+CACHE_ENV = "LOPD_CACHE"
+OFFLINE_ENV = "LOPD_OFFLINE"
+
+
+class AssetMissing(FileNotFoundError):
+    """A benchmark or model file could not be found or fetched; the message says how to provide it."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """A pinned origin. ``kind="url"``: ``ref`` is the URL of the file itself. ``kind="pypi"``: ``ref`` is
+    ``name==version`` of a wheel; ``members`` are archive path prefixes to extract (``strip`` is removed
+    from the front of each extracted path)."""
+
+    kind: str
+    ref: str
+    sha256: str | None = None
+    members: tuple[str, ...] = ()
+    strip: str = ""
+    gunzip: bool = False
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark's data folder (``name`` is its sub-folder under data dirs and the cache)."""
+
+    name: str
+    title: str
+    files: dict[str, Source] = field(default_factory=dict)  # relative path -> source
+    note: str = ""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "lopd")
+
+
+def offline() -> bool:
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0") or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def candidate_dirs(benchmark: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Folders searched for a benchmark's files, best first. An explicit ``data_dir`` may be the benchmark
+    folder itself or a root holding ``<benchmark>/``."""
+    dirs: list[Path] = []
+    if data_dir:
+        dirs += [Path(data_dir) / benchmark, Path(data_dir)]
+    if os.environ.get(DATA_ENV):
+        dirs.append(Path(os.environ[DATA_ENV]) / benchmark)
+    dirs.append(cache_dir() / benchmark)
+    return dirs
+
+
+def locate(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | None = None,
+           download: bool = True) -> Path:
+    """The local path of ``relpath`` of ``benchmark``, fetching it into the cache if allowed."""
+    tried = candidate_dirs(benchmark.name, data_dir)
+    for d in tried:
+        if (d / relpath).exists():
+            return d / relpath
+    source = benchmark.files.get(relpath)
+    reason = "no pinned source" if source is None else ""
+    if source is not None and download and not offline():
+        try:
+            fetch(benchmark, source)
+            target = cache_dir() / benchmark.name / relpath
+            if target.exists():
+                return target
+            reason = f"the download from {describe(source)} did not contain {relpath}"
+        except Exception as exc:  # network, pip, checksum: all become the one clear message below
+            reason = f"download from {describe(source)} failed: {exc}"
+    elif source is not None:
+        reason = f"offline ({OFFLINE_ENV} or HF_HUB_OFFLINE set), so {describe(source)} was not downloaded"
+    raise AssetMissing(missing_message(benchmark, relpath, tried, reason))
+
+
+def missing_message(benchmark: Benchmark, relpath: str, tried: list[Path], reason: str) -> str:
+    source = benchmark.files.get(relpath)
+    lines = [f"{benchmark.title}: file {relpath!r} not found.",
+             "Looked in: " + ", ".join(str(d) for d in tried) + ".",
+             f"Reason it was not fetched: {reason}." if reason else "",
+             "Provide it in one of these ways:",
+             f"  - `lopd assets fetch {benchmark.name}` on a machine with internet"
+             + (f" (source: {describe(source)})" if source else ""),
+             f"  - set {DATA_ENV} to a folder holding {benchmark.name}/{relpath}",
+             "  - pass data_dir=... to gym.make"]
+    if benchmark.note:
+        lines.append(benchmark.note)
+    return "\n".join(line for line in lines if line)
+
+
+def describe(source: Source) -> str:
+    return f"PyPI wheel {source.ref}" if source.kind == "pypi" else source.ref
+
+
+def fetch(benchmark: Benchmark, source: Source) -> None:
+    """Download ``source`` into the cache folder of ``benchmark``, checksum first, atomically."""
+    dest = cache_dir() / benchmark.name
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:
+        tmp_path = Path(tmp)
+        if source.kind == "pypi":
+            archive = download_wheel(source.ref, tmp_path, source.sha256)
+            extract_members(archive, source.members, source.strip, dest)
+        elif source.kind == "url":
+            name = source.ref.rsplit("/", 1)[-1]
+            part = tmp_path / name
+            with urllib.request.urlopen(source.ref, timeout=60) as resp, open(part, "wb") as out:
+                shutil.copyfileobj(resp, out)
+            verify(part, source.sha256)
+            relpath = next((r for r, s in benchmark.files.items() if s == source), name)
+            target = dest / relpath
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(part, target)
+        else:
+            raise ValueError(f"unknown source kind {source.kind!r}")
+
+
+def verify(path: Path, sha256: str | None) -> None:
+    if sha256 and sha256_of(path) != sha256:
+        raise AssetMissing(f"checksum mismatch for {path.name}: expected {sha256}, got {sha256_of(path)}")
+
+
+def download_wheel(requirement: str, into: Path, sha256: str | None) -> Path:
+    """``pip download --no-deps`` one pinned wheel (honours the user's pip index configuration)."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
+           "-d", str(into), requirement]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    wheels = sorted(into.glob("*.whl"))
+    if proc.returncode != 0 or not wheels:
+        raise AssetMissing(f"pip download {requirement} failed: {proc.stderr.strip()[-500:]}")
+    verify(wheels[0], sha256)
+    return wheels[0]
+
+
+def extract_members(archive: Path, prefixes: tuple[str, ...], strip: str, dest: Path) -> None:
+    """Extract the archive paths under ``prefixes`` into ``dest`` (each file written atomically), refusing
+    paths that would leave ``dest``."""
+    root = dest.resolve()
+    with zipfile.ZipFile(archive) as zf:
+        for info in zf.infolist():
+            if info.is_dir() or not any(info.filename.startswith(p) for p in prefixes):
+                continue
+            rel = info.filename[len(strip):] if info.filename.startswith(strip) else info.filename
+            target = (dest / rel).resolve()
+            if root not in target.parents:
+                raise AssetMissing(f"refusing to extract {info.filename!r} outside {dest}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".part")
+            with zf.open(info) as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
+            os.replace(tmp, target)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Read a JSON Lines file; a corrupt line is reported with its file and line number."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: corrupt JSON line ({exc.msg})") from None
+    return rows
+
+
+# ------------------------------------------------------------------------------------- the sources
+
+BFCL_WHEEL = Source(
+    kind="pypi", ref="bfcl-eval==2025.8.6.2",
+    sha256="fdb996ac963ed1c6fce1eb4884053aae4a6de282fb931665a46dbeed204a228d",
+    members=("bfcl_eval/data/", "bfcl_eval/eval_checker/multi_turn_eval/func_source_code/"),
+    strip="bfcl_eval/")
+
+BFCL_CATEGORIES_FILES = (
+    "simple", "multiple", "parallel", "parallel_multiple", "java", "javascript", "irrelevance",
+    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
+    "live_relevance", "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+    "multi_turn_long_context")
+
+
+def _bfcl_files() -> dict[str, Source]:
+    files = {f"data/BFCL_v3_{c}.json": BFCL_WHEEL for c in BFCL_CATEGORIES_FILES}
+    files.update({f"data/possible_answer/BFCL_v3_{c}.json": BFCL_WHEEL for c in BFCL_CATEGORIES_FILES
+                  if c not in ("irrelevance", "live_irrelevance", "live_relevance")})
+    for api in ("gorilla_file_system", "math_api", "message_api", "posting_api", "ticket_api",
+                "trading_bot", "travel_booking", "vehicle_control"):
+        files[f"data/multi_turn_func_doc/{api}.json"] = BFCL_WHEEL
+        files[f"eval_checker/multi_turn_eval/func_source_code/{api}.py"] = BFCL_WHEEL
+    files["eval_checker/multi_turn_eval/func_source_code/long_context.py"] = BFCL_WHEEL
+    return files
+
+
+BFCL_V3 = Benchmark("bfcl_v3", "BFCL-v3", _bfcl_files(),
+                    note="BFCL-v3 ships inside the PyPI wheel bfcl-eval==2025.8.6.2; lopd takes it without "
+                         "its dependencies (they conflict with evalplus).")
+
+ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
+
+
+def _acebench_files() -> dict[str, Source]:
+    manifest = json.loads((Path(__file__).with_name("acebench_sha256.json")).read_text())
+    base = f"https://raw.githubusercontent.com/ACEBench/ACEBench/{ACEBENCH_COMMIT}/data_all/"
+    return {rel: Source("url", base + rel, sha) for rel, sha in manifest.items()}
+
+
+ACEBENCH = Benchmark("acebench", "ACEBench", _acebench_files())
+
+EVALPLUS = Benchmark("evalplus", "EvalPlus (HumanEval+ / MBPP+)", {
+    "HumanEvalPlus-v0.1.10.jsonl.gz": Source(
+        "url", "https://github.com/evalplus/humanevalplus_release/releases/download/v0.1.10/"
+               "HumanEvalPlus-v0.1.10.jsonl.gz",
+        "272720b90ac375502c8ed23cd791c2a93dfb22a911641a494da74a426c09f101"),
+    "MbppPlus-v0.2.0.jsonl.gz": Source(
+        "url", "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus-v0.2.0.jsonl.gz"),
+})
+
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (BFCL_V3, ACEBENCH, EVALPLUS)}
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Suites whose sources live with them (hub datasets) add themselves here for ``lopd assets``."""
+    BENCHMARKS[benchmark.name] = benchmark
+    return benchmark
+
+
+def fetch_all(name: str) -> list[Path]:
+    """Fetch (or find) every file of a benchmark; returns their paths."""
+    bench = BENCHMARKS[name]
+    return [locate(bench, rel) for rel in bench.files]

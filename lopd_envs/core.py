@@ -110,7 +110,7 @@ class AgentEnv(gym.Env):
     """Base of all lopd envs. Subclasses set ``env_id`` and ``episode_class`` and implement
     :meth:`load_tasks`."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     env_id: ClassVar[str] = ""
     episode_class: ClassVar[type[Episode]] = Episode
     default_max_turns: ClassVar[int] = 64

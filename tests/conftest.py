@@ -1,0 +1,24 @@
+"""Test-wide setup: benchmark data comes from the shared read-only copy (or whatever LOPD_DATA_DIR says),
+and nothing is downloaded during tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+_SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+if "LOPD_DATA_DIR" not in os.environ and _SHARED.is_dir():
+    os.environ["LOPD_DATA_DIR"] = str(_SHARED)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--runslow"):
+        config.option.markexpr = ""

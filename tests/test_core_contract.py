@@ -1,0 +1,65 @@
+"""The core contract, checked on a toy env so it holds independently of any benchmark."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+from tests.conformance import Conformance
+from tests.toy_env import ToyEnv
+
+if "lopd-test/Toy-v0" not in gym.registry:
+    gym.register("lopd-test/Toy-v0", entry_point=ToyEnv)
+
+
+class TestToyConformance(Conformance):
+    env_id = "lopd-test/Toy-v0"
+
+    def structured_action(self, info):
+        return {"role": "assistant", "content": "", "tool_calls": [{"name": "math.add", "arguments": {"a": 1, "b": 2}}]}
+
+
+def test_solving_the_toy_task_scores_one_and_traces_each_call():
+    env = gym.make("lopd-test/Toy-v0", category="easy")
+    _, info = env.reset(options={"task_id": "easy_2"})
+    obs, r, term, trunc, _ = env.step('<tool_call>{"name": "math_add", "arguments": {"a": 2, "b": 3}}</tool_call>')
+    assert obs == [{"role": "tool", "name": "math_add", "content": "5"}] and r == 0 and not term
+    obs, r, term, trunc, info = env.step("[finish(answer=5)]")
+    assert term and r == 1.0 and info["score"]["valid"]
+    steps = info["trace"].steps
+    assert [s.action["name"] for s in steps] == ["math_add", "finish"] and steps[0].result == "5"
+    assert info["trace"].success
+
+
+def test_turn_limit_truncates_and_still_scores():
+    env = gym.make("lopd-test/Toy-v0", max_turns=2)
+    env.reset(seed=0)
+    env.step("[math.add(a=1, b=1)]")
+    _, r, term, trunc, info = env.step("[math.add(a=1, b=1)]")
+    assert trunc and not term and r == 0.0 and "score" in info
+
+
+def test_step_after_the_end_is_an_error_observation():
+    env = ToyEnv()
+    env.reset(seed=0)
+    env.step("done")
+    obs, r, term, _, info = env.step("again")
+    assert term and r == 0.0 and "ended" in obs[0]["content"]
+
+
+def test_unknown_category_names_the_choices():
+    with pytest.raises(ValueError, match="easy"):
+        ToyEnv(category="medium")
+
+
+def test_unknown_scoring_mode_is_rejected():
+    with pytest.raises(ValueError, match="official"):
+        ToyEnv(scoring="lenient")
+
+
+def test_render_ansi_shows_the_conversation():
+    env = ToyEnv(render_mode="ansi")
+    env.reset(seed=0)
+    env.step("[math.add(a=1, b=1)]")
+    text = env.render()
+    assert "[user]" in text and "[tool:math.add] 2" in text

@@ -197,7 +197,21 @@ def literal_value(node: ast.AST, names_as_strings: bool = False) -> Any:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise ToolCallError(f"argument value is not a literal: {ast.unparse(node)[:200]!r}") from None
-    return list(value) if isinstance(value, tuple) else value
+    return _json_like(value)
+
+
+def _json_like(value: Any) -> Any:
+    """Tuples become lists; sets, bytes, complex and Ellipsis have no JSON form, so they are refused
+    (arguments must survive the trace's JSON round trip)."""
+    if isinstance(value, (list, tuple)):
+        return [_json_like(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, (str, int, float, bool)) or k is None for k in value):
+            raise ToolCallError("dictionary keys must be strings or numbers")
+        return {k: _json_like(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise ToolCallError(f"argument value of type {type(value).__name__} is not allowed")
 
 
 def parse_python_calls(text: str, names_as_strings: bool = False) -> list[ToolCall]:
@@ -244,10 +258,13 @@ def parse_tool_calls(text: str) -> AssistantTurn:
         body = _strip_fence(text)
         if body.startswith("{") or re.match(r"^\[\s*[{\]]", body):
             return AssistantTurn(text, _calls_from_json_text(body), syntax="json")
-        if _PY_CALL_START.match(body):
+        if re.fullmatch(r"\[\s*\]", body):
+            return AssistantTurn(text, [], syntax="python")
+        if _PY_CALL_START.match(body) or (body.startswith("[") and body.endswith("]")):
             return AssistantTurn(text, parse_python_calls(body), syntax="python")
     except ToolCallError as exc:
-        syntax = "hermes" if "<tool_call>" in text else "python" if _PY_CALL_START.match(_strip_fence(text)) else "json"
+        body = _strip_fence(text)
+        syntax = "hermes" if "<tool_call>" in text else "json" if body.startswith(("{", "[{")) else "python"
         return AssistantTurn(text, parse_error=str(exc), syntax=syntax)
     return AssistantTurn(text)
 

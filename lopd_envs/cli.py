@@ -1,0 +1,100 @@
+"""``lopd``: inspect the environments and fetch their data ahead of time.
+
+    lopd envs list                 ids, categories, task counts, and whether the data was found
+    lopd assets fetch bfcl_v3      download (or find) a benchmark's files into the cache
+    lopd assets where acebench     print where each file of a benchmark resolves to
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+from typing import Sequence
+
+from tqdm import tqdm
+
+from lopd_envs import assets
+from lopd_envs.registration import ENV_ENTRY_POINTS
+
+
+def _load_class(entry_point: str):
+    module, _, name = entry_point.partition(":")
+    mod = __import__(module, fromlist=[name])
+    return getattr(mod, name)
+
+
+def envs_list(data_dir: str | None) -> int:
+    for env_id, entry_point in ENV_ENTRY_POINTS.items():
+        try:
+            env = _load_class(entry_point)(category="all", data_dir=data_dir)
+        except assets.AssetMissing as exc:
+            first = str(exc).splitlines()[0]
+            print(f"{env_id}\n  data: MISSING ({first})")
+            continue
+        except Exception as exc:  # one broken suite must not hide the others
+            print(f"{env_id}\n  error: {type(exc).__name__}: {exc}")
+            continue
+        counts = collections.Counter(t.category for t in env.tasks)
+        print(f"{env_id}  ({len(env.tasks)} tasks, data found)")
+        for category, n in counts.items():
+            print(f"  {category:<40} {n:>6}")
+    return 0
+
+
+def assets_fetch(names: Sequence[str]) -> int:
+    names = list(assets.BENCHMARKS) if list(names) == ["all"] else names
+    status = 0
+    for name in names:
+        if name not in assets.BENCHMARKS:
+            print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.BENCHMARKS)}, all", file=sys.stderr)
+            return 2
+        bench = assets.BENCHMARKS[name]
+        try:
+            for rel in tqdm(list(bench.files), desc=f"fetch {name}", unit="file"):
+                assets.locate(bench, rel)
+            print(f"{name}: ready in {assets.candidate_dirs(name)[-1]}")
+        except assets.AssetMissing as exc:
+            print(str(exc), file=sys.stderr)
+            status = 1
+    return status
+
+
+def assets_where(name: str, data_dir: str | None) -> int:
+    bench = assets.BENCHMARKS.get(name)
+    if bench is None:
+        print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.BENCHMARKS)}", file=sys.stderr)
+        return 2
+    for rel in bench.files:
+        found = next((d / rel for d in assets.candidate_dirs(name, data_dir) if (d / rel).exists()), None)
+        print(f"{rel}: {found or 'missing'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lopd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="group", required=True)
+    envs = sub.add_parser("envs", help="list the environments").add_subparsers(dest="verb", required=True)
+    listing = envs.add_parser("list", help="ids, categories, task counts, data found or not")
+    listing.add_argument("--data-dir", default=None, help=f"data root (default: ${assets.DATA_ENV}, then the cache)")
+    group = sub.add_parser("assets", help="benchmark data files").add_subparsers(dest="verb", required=True)
+    fetch = group.add_parser("fetch", help="download or locate a benchmark's files into the cache "
+                                           f"(cache: ${assets.CACHE_ENV} or ~/.cache/lopd)")
+    fetch.add_argument("names", nargs="+", help=f"benchmarks: {', '.join(assets.BENCHMARKS)}, or all")
+    where = group.add_parser("where", help="where each file of a benchmark resolves to")
+    where.add_argument("name")
+    where.add_argument("--data-dir", default=None)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.group == "envs":
+        return envs_list(args.data_dir)
+    if args.verb == "fetch":
+        return assets_fetch(args.names)
+    return assets_where(args.name, args.data_dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

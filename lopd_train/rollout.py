@@ -1,0 +1,190 @@
+"""On-policy rollouts: run a policy against lopd envs and keep every sampled token exactly.
+
+An episode is one growing list of token ids. The first prompt is rendered by the chat template; every
+generated token is appended as sampled (with the log-probability the sampler gave it, ``action_mask`` 1);
+each observation the env answers with is rendered as the template's continuation after a finished turn and
+appended (``action_mask`` 0). Earlier turns are never re-rendered or re-tokenised, so the sequence the
+trainer scores is exactly the one the student produced, across any number of turns.
+
+Generation is batched over all live episodes (left padding, HF ``generate``); envs are stepped in
+parallel threads (code envs spend their time in sandboxes).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import gymnasium as gym
+import torch
+
+from lopd_train import models
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SamplingConfig:
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    greedy: bool = False
+    max_sequence_tokens: int = 2048
+    tool_syntax: str = "hermes"
+
+
+@dataclass
+class Trajectory:
+    """One episode as the trainer sees it."""
+
+    env_id: str
+    task_id: str
+    task: str
+    category: str
+    input_ids: list[int]
+    action_mask: list[int]
+    sample_logprobs: list[float]
+    prompt_len: int
+    reward: float = 0.0
+    success: bool = False
+    trace: Any = None  # lopd_envs.trace.Trace
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    group: int = 0
+    turns: int = 0
+    truncated: bool = False
+
+    @property
+    def n_actions(self) -> int:
+        return int(sum(self.action_mask))
+
+
+def make_envs(env_id: str, n: int, **kwargs: Any) -> list[gym.Env]:
+    import lopd_envs
+
+    gym.register_envs(lopd_envs)
+    return [gym.make(env_id, **kwargs) for _ in range(n)]
+
+
+def task_ids(env: gym.Env) -> list[str]:
+    tasks = getattr(env.unwrapped, "tasks", None)
+    return [t.task_id for t in tasks] if tasks else []
+
+
+class _Live:
+    def __init__(self, env, group: int):
+        self.env = env
+        self.group = group
+        self.ids: list[int] = []
+        self.mask: list[int] = []
+        self.logps: list[float] = []
+        self.done = False
+        self.reward = 0.0
+        self.info: dict[str, Any] = {}
+        self.turns = 0
+        self.truncated = False
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig,
+             generator_seed: int | None = None) -> list[tuple[list[int], list[float], bool]]:
+    """Sample one completion per prompt: (token ids, sampler log-probs, ended with EOS)."""
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):] = torch.tensor(p)
+        attn[i, width - len(p):] = 1
+    kwargs: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True,
+                                  output_scores=True, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+    if cfg.greedy:
+        kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+    else:  # pure sampling from the temperature-scaled policy: no top-k/top-p, so log-probs are exact
+        kwargs.update(do_sample=True, temperature=cfg.temperature, top_k=0, top_p=1.0)
+    out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), **kwargs)
+    new = out.sequences[:, width:].cpu()
+    scores = torch.stack(out.scores, dim=1).float().cpu()  # [B, T, V], the processed (sampling) logits
+    logps = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    results = []
+    eos = tokenizer.eos_token_id
+    for i in range(len(prompts)):
+        toks = new[i].tolist()
+        end = toks.index(eos) + 1 if eos in toks else len(toks)
+        results.append((toks[:end], logps[i, :end].tolist(), eos in toks[:end]))
+    return results
+
+
+def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str | None], cfg: SamplingConfig,
+                 groups: Sequence[int] | None = None, seeds: Sequence[int | None] | None = None,
+                 pool: ThreadPoolExecutor | None = None) -> list[Trajectory]:
+    """Run one episode per env (``tasks[i]`` picks the task, ``None``: the seed does), all in lockstep."""
+    groups = list(groups) if groups is not None else list(range(len(envs)))
+    seeds = list(seeds) if seeds is not None else [None] * len(envs)
+    own_pool = pool is None
+    pool = pool or ThreadPoolExecutor(max_workers=max(1, min(16, len(envs))))
+    live = [_Live(env, g) for env, g in zip(envs, groups)]
+    try:
+        def reset(i: int):
+            opts = {"task_id": tasks[i]} if tasks[i] is not None else None
+            return live[i].env.reset(seed=seeds[i], options=opts)
+        starts = list(pool.map(reset, range(len(live))))
+        meta = []
+        for ep, (obs, info) in zip(live, starts):
+            tools = info.get("tools") or []
+            ep.ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax))
+            ep.mask = [0] * len(ep.ids)
+            ep.logps = [0.0] * len(ep.ids)
+            meta.append((obs, info, tools, len(ep.ids)))
+        eos = tokenizer.eos_token_id
+        while True:
+            active = [ep for ep in live if not ep.done]
+            if not active:
+                break
+            outs = generate(model, tokenizer, [ep.ids for ep in active], cfg)
+            actions = []
+            for ep, (toks, lps, ended) in zip(active, outs):
+                ep.ids += toks
+                ep.mask += [1] * len(toks)
+                ep.logps += lps
+                if not ended:  # cut off: close the turn with an EOS the student did not sample
+                    ep.ids.append(eos)
+                    ep.mask.append(0)
+                    ep.logps.append(0.0)
+                    toks = toks + [eos]
+                actions.append(tokenizer.decode(toks[:-1] if toks and toks[-1] == eos else toks,
+                                                skip_special_tokens=True))
+
+            def step(k: int):
+                return active[k].env.step(actions[k])
+            results = list(pool.map(step, range(len(active))))
+            for ep, (obs, reward, terminated, truncated, info) in zip(active, results):
+                ep.turns += 1
+                ep.info = info
+                if terminated or truncated:
+                    ep.done, ep.reward = True, float(reward)
+                    continue
+                more = models.encode(tokenizer, models.continuation_text(tokenizer, obs))
+                if len(ep.ids) + len(more) + cfg.max_new_tokens > cfg.max_sequence_tokens:
+                    ep.done, ep.truncated = True, True  # no room left: ends unscored (reward 0)
+                    continue
+                ep.ids += more
+                ep.mask += [0] * len(more)
+                ep.logps += [0.0] * len(more)
+    finally:
+        if own_pool:
+            pool.shutdown(wait=True)
+    trajectories = []
+    for ep, (obs, info, tools, plen) in zip(live, meta):
+        trace = ep.info.get("trace")
+        trajectories.append(Trajectory(
+            env_id=getattr(trace, "env_id", "") or getattr(ep.env.unwrapped, "env_id", ""),
+            task_id=info.get("task_id", ""), task=getattr(trace, "task", ""), category=info.get("category", ""),
+            input_ids=ep.ids, action_mask=ep.mask, sample_logprobs=ep.logps, prompt_len=plen,
+            reward=ep.reward, success=bool(getattr(trace, "success", False)) and not ep.truncated,
+            trace=trace, messages=copy.deepcopy(obs), tools=tools, group=ep.group, turns=ep.turns,
+            truncated=ep.truncated))
+    return trajectories

@@ -1,0 +1,410 @@
+"""The training loop shared by all algorithms: rollouts → experience bank → algorithm update → log →
+checkpoint. Everything a run needs to continue is checkpointed atomically, and ``resume`` continues exactly.
+
+Run folder::
+
+    config.json        the resolved configuration
+    metrics.jsonl      one JSON object per step (and the cold start)
+    tb/                TensorBoard events
+    bank.sqlite        the live experience bank (every insert is durable)
+    reward_curve.png   mean reward against rollouts
+    checkpoints/step-NNNNNN/   trainer.pt (LoRA weights, Q-Former, optimisers, β, RNG, counters),
+                               student_adapter/ (peft folder), bank.sqlite (snapshot), state.json
+    checkpoints/latest the name of the newest complete checkpoint (replaced atomically)
+    student/           the exported student: merged weights, a plain transformers folder
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lopd_train import models
+from lopd_train.rollout import SamplingConfig, make_envs, run_episodes, task_ids
+
+log = logging.getLogger(__name__)
+
+
+def knob(default: Any, help: str, **kw: Any):
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig:
+    # -- what to train on
+    env: str = knob("lopd/BFCLv3-v0", "gymnasium id of the lopd env to train on")
+    category: str = knob("simple", "benchmark category (comma-separated list, or 'all')")
+    data_dir: str | None = knob(None, "benchmark data folder (default: $LOPD_DATA_DIR, then the cache)")
+    env_kwargs: str = knob("{}", "extra gym.make keyword arguments, as a JSON object")
+    max_turns: int | None = knob(None, "turn limit per episode (default: the benchmark's own)")
+    tasks: str | None = knob(None, "comma-separated task ids to train on (default: every task of the categories)")
+    # -- the policy
+    model: str = knob(models.DEFAULT_MODEL, "model: 'smollm2-135m-instruct', 'tiny-random', a .gguf file, a folder "
+                                            "or a Hugging Face id")
+    device: str = knob("auto", "torch device ('auto': cuda when available, else cpu)")
+    dtype: str = knob("auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
+    lora_r: int = knob(16, "LoRA rank of the student adapter (and of the composer's encoder adapter)")
+    lora_alpha: int = knob(32, "LoRA alpha")
+    lora_targets: str = knob("all-linear", "LoRA target modules ('all-linear' or comma-separated names)")
+    gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
+    # -- the algorithm
+    algo: str = knob("lopd", "algorithm: lopd or grpo")
+    steps: int = knob(10, "training steps (one rollout batch and one update each)")
+    tasks_per_step: int = knob(4, "distinct tasks per step")
+    group_size: int = knob(2, "rollouts per task (a GRPO group)")
+    lr: float = knob(5e-5, "student learning rate (AdamW)")
+    weight_decay: float = knob(0.0, "student weight decay")
+    max_grad_norm: float = knob(1.0, "gradient clipping norm (student and composer separately)")
+    minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
+    # -- sampling
+    max_new_tokens: int = knob(128, "tokens generated per turn at most")
+    temperature: float = knob(1.0, "sampling temperature (pure sampling: no top-k/top-p, so log-probs are exact)")
+    max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
+    tool_syntax: str = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
+    # -- LOPD
+    top_j: int = knob(3, "J: experiences retrieved per task")
+    num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
+    top_m: int = knob(20, "M: student top-M tokens in the reverse KL (plus one tail bucket)")
+    margin: float = knob(0.05, "m: the privileged margin the teacher must keep (g >= m)")
+    beta_init: float = knob(1.0, "initial dual variable beta of the margin constraint")
+    beta_lr: float = knob(0.1, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - g))")
+    anchor_coef: float = knob(0.01, "lambda: weight of the composer's anchor to its initialisation")
+    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former)")
+    qformer_dim: int = knob(256, "Q-Former width")
+    qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
+    qformer_heads: int = knob(4, "Q-Former attention heads")
+    experience_tokens: int = knob(256, "experience text is truncated to this many tokens for the encoder")
+    cold_start_batches: int = knob(1, "rollout batches sampled before training to cold-start the composer")
+    cold_start_epochs: int = knob(2, "composer NLL passes over the cold-start successes")
+    freeze_composer: bool = knob(False, "ablation: never update the composer")
+    use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
+    # -- GRPO
+    clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
+    clip_high: float = knob(0.2, "GRPO: upper clip of the ratio (1 + eps_high)")
+    grpo_scale_rewards: bool = knob(True, "GRPO: divide group-centred rewards by the group std")
+    # -- bookkeeping
+    output_dir: str = knob("runs/lopd", "run folder (logs, checkpoints, bank, curve, exported student)")
+    seed: int = knob(0, "seed of task sampling, generation and initialisation")
+    save_every: int = knob(1, "checkpoint every N steps (and always at the end)")
+    keep_checkpoints: int = knob(2, "checkpoints kept on disk")
+    export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
+    tensorboard: bool = knob(True, "write TensorBoard events")
+    progress: bool = knob(True, "show progress bars")
+    env_workers: int = knob(8, "threads stepping envs in parallel")
+    threads: int = knob(0, "torch CPU threads (0: torch's default)")
+
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# ----------------------------------------------------------------------------------- small utilities
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np_rng.bit_generator.state, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
+    random.setstate(state["python"])
+    np_rng.bit_generator.state = state["numpy"]
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(l) for l in metrics_path.read_text().splitlines() if l.strip()]
+    rows = [r for r in rows if "reward_mean" in r and r.get("phase") == "train"]
+    if not rows:
+        return
+    x = [r["rollouts"] for r in rows]
+    y = [r["reward_mean"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, y, marker="o", lw=1, label="mean reward per step")
+    if len(y) >= 3:
+        w = max(2, len(y) // 5)
+        smooth = np.convolve(y, np.ones(w) / w, mode="valid")
+        ax.plot(x[w - 1:], smooth, lw=2, label=f"moving average ({w})")
+    ax.set_xlabel("rollouts")
+    ax.set_ylabel("reward")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    tmp = out.with_name(f".{out.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, out)
+
+
+# ----------------------------------------------------------------------------------- the trainer
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, resume: bool = False):
+        from lopd_train.algorithms import ALGORITHMS
+
+        self.cfg = cfg
+        self.out = Path(cfg.output_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt_dir = self.out / "checkpoints"
+        self.ckpt_dir.mkdir(exist_ok=True)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        if cfg.algo not in ALGORITHMS:
+            raise ValueError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
+        latest = self.latest_checkpoint()
+        if latest is not None and not resume:
+            raise FileExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
+                                  "choose another --output-dir")
+        self.device = models.default_device() if cfg.device == "auto" else torch.device(cfg.device)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.np_rng = np.random.default_rng(cfg.seed)
+
+        # policy: one backbone, LoRA adapters "student" (+ "composer" for LOPD)
+        backbone, self.tokenizer = models.load_backbone(cfg.model, self.device, cfg.dtype)
+        targets = cfg.lora_targets if cfg.lora_targets == "all-linear" else cfg.lora_targets.split(",")
+        lcfg = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
+        algo_cls = ALGORITHMS[cfg.algo]
+        adapters = {"student": lcfg}
+        if algo_cls.uses_bank:
+            adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
+        self.policy = models.wrap_lora(backbone, adapters)
+        if cfg.gradient_checkpointing:
+            self.policy.get_base_model().gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.bank = self.retriever = None
+        if algo_cls.uses_bank:
+            from lopd_train.experience import ExperienceBank, Retriever
+
+            self.bank = ExperienceBank(self.out / "bank.sqlite")
+        self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
+
+        self.step = 0
+        self.rollouts = 0
+        self.cold_start_done = not algo_cls.uses_bank or cfg.cold_start_batches <= 0
+        rng = None
+        if latest is not None:
+            rng = self.load_checkpoint(latest)
+        elif (self.out / "metrics.jsonl").exists():
+            (self.out / "metrics.jsonl").unlink()  # a run that died before its first checkpoint starts over
+        if self.bank is not None:
+            self.retriever = Retriever(self.bank)
+            self.algo.retriever = self.retriever
+
+        env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
+        if cfg.category:
+            cats = cfg.category.split(",")
+            env_kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
+        if cfg.data_dir:
+            env_kwargs.setdefault("data_dir", cfg.data_dir)
+        if cfg.max_turns:
+            env_kwargs.setdefault("max_turns", cfg.max_turns)
+        self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
+        self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
+        self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
+        atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+        self.writer = None
+        if cfg.tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step + 1 if self.step else None)
+        if rng is not None:  # last, so that nothing built above draws from the restored generators
+            set_rng_state(rng, self.np_rng)
+
+    # ------------------------------------------------------------------ rollouts
+    def sample_tasks(self) -> list[str | None]:
+        n = self.cfg.tasks_per_step
+        if self.task_pool:
+            replace = n > len(self.task_pool)
+            picks = self.np_rng.choice(len(self.task_pool), size=n, replace=replace)
+            return [self.task_pool[int(i)] for i in picks]
+        return [None] * n
+
+    def rollout_batch(self):
+        tasks = self.sample_tasks()
+        g = self.cfg.group_size
+        seeds = [int(self.np_rng.integers(2**31)) for _ in tasks]
+        per_env_tasks = [t for t in tasks for _ in range(g)]
+        per_env_seeds = [s for s in seeds for _ in range(g)]
+        groups = [i for i in range(len(tasks)) for _ in range(g)]
+        self.policy.eval()
+        with models.adapter(self.policy, "student"):
+            trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks, self.cfg.sampling(),
+                                 groups=groups, seeds=per_env_seeds, pool=self.pool)
+        self.policy.train()
+        self.rollouts += len(trajs)
+        added = []
+        if self.bank is not None:
+            added = self.bank.add([t.trace for t in trajs if t.success], rollout=self.rollouts)
+            if self.retriever is not None:
+                self.retriever.add(added)
+        return trajs, len(added)
+
+    # ------------------------------------------------------------------ loop
+    def log(self, row: dict[str, Any]) -> None:
+        with open(self.out / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.writer is not None:
+            for k, v in row.items():
+                if isinstance(v, (int, float)) and k not in ("step",):
+                    self.writer.add_scalar(f"{row.get('phase', 'train')}/{k}", v, row["step"])
+            self.writer.flush()
+
+    @staticmethod
+    def batch_stats(trajs) -> dict[str, float]:
+        r = [t.reward for t in trajs]
+        return {"reward_mean": float(np.mean(r)) if r else 0.0,
+                "success_rate": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
+                "action_tokens": int(sum(t.n_actions for t in trajs)),
+                "sequence_tokens_mean": float(np.mean([len(t.input_ids) for t in trajs])) if trajs else 0.0,
+                "turns_mean": float(np.mean([t.turns for t in trajs])) if trajs else 0.0}
+
+    def run(self) -> dict[str, Any]:
+        from tqdm.auto import tqdm
+
+        cfg = self.cfg
+        if not self.cold_start_done:
+            t0 = time.time()
+            trajs = []
+            for _ in range(cfg.cold_start_batches):
+                batch, _ = self.rollout_batch()
+                trajs += batch
+            metrics = {}
+            for _ in range(cfg.cold_start_epochs):
+                metrics = self.algo.cold_start(trajs)
+            self.cold_start_done = True
+            self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(trajs),
+                      **metrics, "bank_size": len(self.bank), "seconds": time.time() - t0})
+            self.save_checkpoint()
+        bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress,
+                   unit="step")
+        last: dict[str, Any] = {}
+        while self.step < cfg.steps:
+            t0 = time.time()
+            trajs, added = self.rollout_batch()
+            t_roll = time.time() - t0
+            metrics = self.algo.update(trajs)
+            self.step += 1
+            last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),
+                    **metrics, "bank_added": added, "bank_size": len(self.bank) if self.bank is not None else 0,
+                    "rollout_seconds": t_roll, "update_seconds": time.time() - t0 - t_roll,
+                    "seconds": time.time() - t0}
+            self.log(last)
+            bar.update(1)
+            bar.set_postfix(reward=f"{last['reward_mean']:.2f}", bank=last["bank_size"])
+            if self.step % cfg.save_every == 0 or self.step == cfg.steps:
+                self.save_checkpoint()
+        bar.close()
+        if self.latest_checkpoint() is None or self.latest_checkpoint().name != f"step-{self.step:06d}":
+            self.save_checkpoint()
+        plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
+        exported = None
+        if cfg.export:
+            exported = models.export_merged(cfg.model, self.latest_checkpoint() / "student_adapter",
+                                            self.out / "student")
+        self.close()
+        return {"step": self.step, "rollouts": self.rollouts, "last": last,
+                "exported": str(exported) if exported else None}
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        self.pool.shutdown(wait=True)
+        for env in self.envs:
+            env.close()
+
+    # ------------------------------------------------------------------ checkpoints
+    def latest_checkpoint(self) -> Path | None:
+        pointer = self.ckpt_dir / "latest"
+        if pointer.exists():
+            path = self.ckpt_dir / pointer.read_text().strip()
+            if (path / "state.json").exists():
+                return path
+        done = sorted(p for p in self.ckpt_dir.glob("step-*") if (p / "state.json").exists())
+        return done[-1] if done else None
+
+    def save_checkpoint(self) -> Path:
+        name = f"step-{self.step:06d}"
+        final = self.ckpt_dir / name
+        tmp = self.ckpt_dir / f".tmp-{name}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        lora = {n: p.detach().cpu().clone() for n, p in self.policy.named_parameters() if "lora_" in n}
+        torch.save({"lora": lora, "algo": self.algo.state_dict(), "rng": rng_state(self.np_rng)}, tmp / "trainer.pt")
+        models.save_student_adapter(self.policy, "student", tmp / "student_adapter")
+        if self.bank is not None:
+            self.bank.snapshot(tmp / "bank.sqlite")
+        state = {"step": self.step, "rollouts": self.rollouts, "cold_start_done": self.cold_start_done,
+                 "beta": getattr(self.algo, "beta", None), "time": time.time(), "algo": self.cfg.algo}
+        atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        atomic_write(self.ckpt_dir / "latest", name)
+        done = sorted(p for p in self.ckpt_dir.glob("step-*") if p.is_dir())
+        for old in done[:max(0, len(done) - max(1, self.cfg.keep_checkpoints))]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load_checkpoint(self, path: Path) -> dict[str, Any]:
+        state = json.loads((path / "state.json").read_text())
+        blob = torch.load(path / "trainer.pt", map_location=self.device, weights_only=False)
+        params = dict(self.policy.named_parameters())
+        with torch.no_grad():
+            for n, t in blob["lora"].items():
+                params[n].copy_(t.to(params[n].device, params[n].dtype))
+        self.algo.load_state_dict(blob["algo"])
+        self.step, self.rollouts = int(state["step"]), int(state["rollouts"])
+        self.cold_start_done = bool(state["cold_start_done"])
+        if self.bank is not None and (path / "bank.sqlite").exists():
+            self.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
+        metrics = self.out / "metrics.jsonl"
+        if metrics.exists():  # drop rows of steps after the checkpoint: they will be run again
+            rows = [l for l in metrics.read_text().splitlines() if l.strip()]
+            keep = [l for l in rows if json.loads(l).get("step", 0) <= self.step]
+            atomic_write(metrics, "".join(l + "\n" for l in keep))
+        log.info("resumed from %s (step %d, %d rollouts)", path, self.step, self.rollouts)
+        return blob["rng"]
+
+
+def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
+    return Trainer(cfg, resume=resume).run()

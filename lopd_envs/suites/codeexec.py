@@ -1,0 +1,223 @@
+"""What the code environments share: reading code out of a model's answer, and running a function on
+test inputs inside the sandbox with its return values brought back as plain data.
+
+Verdicts are not decided here; each suite compares outputs with its own benchmark's rules (evalplus's
+differential testing, LiveCodeBench's output checks) in the scorer's process.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from lopd_envs.sandbox import GiB, MiB, RunResult, Sandbox
+from lopd_envs.suites import valuecodec
+
+_HERE = Path(__file__).resolve().parent
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+MAX_SCAN_LINES = 400
+
+
+# ------------------------------------------------------------------------------ code extraction
+
+def syntax_ok(code: str) -> bool:
+    try:
+        ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+        return False
+    return True
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(language, body)`` of every fenced block (an unterminated last fence runs to the end)."""
+    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+
+
+def longest_valid_span(text: str) -> str:
+    """The longest run of consecutive lines that parses as Python, counted in non-blank lines (evalplus's
+    ``code_extract`` rule). Quadratic, so long texts are only tried whole."""
+    lines = text.split("\n")
+    if len(lines) > MAX_SCAN_LINES:
+        return text if syntax_ok(text) else ""
+    best, best_len = (0, -1), 0
+    for i in range(len(lines)):
+        for j in range(len(lines) - 1, i - 1, -1):
+            size = sum(1 for line in lines[i:j + 1] if line.strip())
+            if size <= best_len:
+                break
+            if syntax_ok("\n".join(lines[i:j + 1])):
+                best, best_len = (i, j), size
+                break
+    return "\n".join(lines[best[0]:best[1] + 1]) if best[1] >= 0 else ""
+
+
+def _defined_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+        {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+
+def prune_to_entry_point(code: str, entry_point: str | None) -> str:
+    """Keep imports, and the top-level classes, functions (with a ``return``) and assignments the entry
+    point reaches, first definition of each name winning: the rules of evalplus's sanitiser, so test code,
+    prints and demo calls around the solution do not run."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return ""
+    lines = code.split("\n")
+
+    def source(node: ast.AST) -> str:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        return "\n".join(lines[start - 1:node.end_lineno])
+
+    imports, defs, names = [], [], set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(source(node))
+            continue
+        name = None
+        if isinstance(node, ast.ClassDef):
+            name = node.name
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if any(isinstance(n, ast.Return) for n in ast.walk(node)):
+                name = node.name
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            name = node.target.id
+        if name and name not in names:
+            names.add(name)
+            defs.append((name, node))
+    keep = {n for n, _ in defs}
+    if entry_point:
+        deps = {n: _defined_names(node) for n, node in defs}
+        keep, queue = {entry_point}, [entry_point]
+        while queue:
+            for dep in deps.get(queue.pop(), ()):
+                if dep not in keep:
+                    keep.add(dep)
+                    queue.append(dep)
+    parts = imports + [source(node) for n, node in defs if n in keep]
+    return "\n".join(parts).strip()
+
+
+def extract_code(text: str, entry_point: str | None = None) -> str:
+    """The program in a model's answer: the fenced Python block (the one defining ``entry_point`` when
+    several do), otherwise the longest parseable stretch of the text; then pruned to what the entry point
+    needs. Returns "" when nothing parses."""
+    if not isinstance(text, str) or not text.strip():
+        return ""
+    blocks = [body for lang, body in fenced_blocks(text) if lang in ("", "python", "py", "python3")]
+    if blocks:
+        defining = [b for b in blocks if entry_point and re.search(rf"def\s+{re.escape(entry_point)}\s*\(", b)]
+        pool = defining or blocks
+        code = max(pool, key=lambda b: len(b.strip()) if syntax_ok(b) else -1)
+        if not syntax_ok(code):
+            code = longest_valid_span(code)
+    else:
+        code = text if syntax_ok(text) else longest_valid_span(text)
+    if not code.strip():
+        return ""
+    pruned = prune_to_entry_point(code, entry_point)
+    return pruned or code.strip()
+
+
+def defines(code: str, name: str) -> bool:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name
+               for n in tree.body)
+
+
+# ----------------------------------------------------------------------- running function tests
+
+@functools.lru_cache(maxsize=None)
+def harness_source() -> str:
+    """The sandbox program: the value codec followed by the function-test harness."""
+    return (_HERE / "valuecodec.py").read_text() + "\n\n" + (_HERE / "functest_harness.py").read_text()
+
+
+@dataclass
+class Group:
+    """One set of inputs run against a fresh ``exec`` of the code (evalplus: ``base`` or ``plus``)."""
+
+    name: str
+    inputs: Sequence[Any]
+    time_limits: Sequence[float] | None = None
+    budget: float | None = None
+
+
+@dataclass
+class GroupOutcome:
+    outputs: dict[int, Any] = field(default_factory=dict)  # index -> decoded return value
+    as_sets: dict[int, Any] = field(default_factory=dict)  # index -> set(output) for opaque outputs
+    errors: dict[int, str] = field(default_factory=dict)  # index -> exception text
+    times: dict[int, float] = field(default_factory=dict)
+    exec_error: str | None = None
+    out_of_budget: bool = False
+    ended: bool = False
+
+
+@dataclass
+class FunctionRun:
+    groups: dict[str, GroupOutcome]
+    result: RunResult
+
+
+def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Sequence[Group], *,
+                       guard: bool = True, reference: bool = False, output_not_none: bool = False,
+                       set_eq: bool = False, memory: int = 4 * GiB, timeout: float = 60.0) -> FunctionRun:
+    """Run ``code``'s ``entry_point`` on every group's inputs in one sandboxed process."""
+    request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
+               "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
+               "groups": [{"name": g.name, "inputs": [valuecodec.encode(list(x) if isinstance(x, tuple) else x)
+                                                      for x in g.inputs],
+                           "time_limits": list(g.time_limits) if g.time_limits is not None else None,
+                           "budget": g.budget} for g in groups]}
+    payload = json.dumps(request, separators=(",", ":"))
+    result = sandbox.run(harness_source(), stdin=payload, timeout=timeout, memory_limit=memory,
+                         output=256 * MiB, stack=memory if guard else None, processes=64)
+    return FunctionRun(parse_records(result.stdout, [g.name for g in groups]), result)
+
+
+def parse_records(stdout: str, names: Sequence[str]) -> dict[str, GroupOutcome]:
+    """Read the harness's JSON lines; anything malformed is ignored (a program can print garbage into the
+    channel, but then its real records are all it gets credit for). First record per input wins."""
+    groups = {n: GroupOutcome() for n in names}
+    for line in stdout.splitlines():
+        try:
+            rec = json.loads(line)
+            g = groups.get(rec.get("g"))
+        except (ValueError, AttributeError, TypeError, RecursionError):
+            continue
+        if g is None:
+            continue
+        try:
+            if "exec_error" in rec and g.exec_error is None:
+                g.exec_error = str(rec["exec_error"])
+            elif "budget" in rec:
+                g.out_of_budget = True
+            elif "end" in rec:
+                g.ended = True
+            elif isinstance(rec.get("i"), int):
+                i = rec["i"]
+                if i in g.outputs or i in g.errors:
+                    continue
+                if "err" in rec:
+                    g.errors[i] = str(rec["err"])
+                elif "v" in rec:
+                    g.outputs[i] = valuecodec.decode(rec["v"])
+                    if "s" in rec:
+                        g.as_sets[i] = valuecodec.decode(rec["s"])
+                    if isinstance(rec.get("t"), (int, float)):
+                        g.times[i] = float(rec["t"])
+        except (ValueError, TypeError, KeyError, RecursionError, IndexError):
+            continue
+    return groups

@@ -1,0 +1,173 @@
+"""Runs inside the sandbox (appended to ``valuecodec.py``): call a function on test inputs, report outputs.
+
+It reads one JSON request from stdin, writes one JSON line per input to a private copy of the original
+stdout, and sends the program's own stdout/stderr nowhere. It never decides pass or fail: comparisons
+happen in the scorer's process (see ``codeexec.py``), so code that tampers with this harness can at most
+change what it reports as its own return values. It stops a group at the first exception or time-out,
+as evalplus does, so hopeless candidates cost little.
+
+Request: ``code``, ``entry_point``, ``groups`` (``name``, ``inputs`` (encoded), ``time_limits``, ``budget``),
+and flags: ``guard`` (evalplus's reliability guard), ``reference`` (trusted run: deep-copy inputs, time
+each call, no limits), ``output_not_none``, ``set_eq``, ``memory``.
+Records: ``{"g", "i", "v"[, "s"], "t"}``, ``{"g", "i", "err"}``, ``{"g", "exec_error"}``,
+``{"g", "budget": 1}`` (group stopped for time), ``{"g", "end": 1}``.
+"""
+
+import contextlib as _contextlib
+import copy as _copy
+import io as _io
+import os as _os
+import signal as _signal
+import sys as _sys
+import time as _time
+
+
+class TimeoutException(Exception):
+    pass
+
+
+class _WriteOnly(_io.StringIO):
+    """Swallows the program's prints; reading raises (so ``input()`` fails as it does in evalplus)."""
+
+    def read(self, *a, **k):
+        raise IOError
+
+    def readline(self, *a, **k):
+        raise IOError
+
+    def readlines(self, *a, **k):
+        raise IOError
+
+    def readable(self, *a, **k):
+        return False
+
+
+@_contextlib.contextmanager
+def _swallow_io():
+    stream = _WriteOnly()
+    old = _sys.stdout, _sys.stderr, _sys.stdin
+    _sys.stdout = _sys.stderr = _sys.stdin = stream
+    try:
+        yield
+    finally:
+        _sys.stdout, _sys.stderr, _sys.stdin = old
+
+
+def _on_alarm(signum, frame):
+    raise TimeoutException("Timed out!")
+
+
+@_contextlib.contextmanager
+def _time_limit(seconds):
+    _signal.setitimer(_signal.ITIMER_REAL, seconds)
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    try:
+        yield
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
+def _guard(memory):
+    """evalplus's ``reliability_guard``, reproduced for verdict parity: the same functions disabled and the
+    same data/stack limits, applied before the candidate's code runs."""
+    import builtins
+    import faulthandler
+    import resource
+    import shutil
+    import subprocess
+
+    if memory:
+        for lim in (resource.RLIMIT_DATA, resource.RLIMIT_STACK):
+            try:
+                resource.setrlimit(lim, (memory, memory))
+            except (ValueError, OSError):
+                pass
+    faulthandler.disable()
+    builtins.exit = None
+    builtins.quit = None
+    _os.environ["OMP_NUM_THREADS"] = "1"
+    for name in ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork",
+                 "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown",
+                 "chmod", "chown", "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir"):
+        setattr(_os, name, None)
+    builtins.open = None
+    shutil.rmtree = None
+    shutil.move = None
+    shutil.chown = None
+    subprocess.Popen = None
+    builtins.help = None
+    for mod in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
+        _sys.modules[mod] = None
+
+
+def _main():
+    import json
+
+    request = json.loads(_sys.stdin.buffer.read())
+    out_fd = _os.dup(1)
+    devnull = _os.open("/dev/null", _os.O_RDWR)
+    _os.dup2(devnull, 0)
+    _os.dup2(devnull, 1)
+    write, dumps, now = _os.write, json.dumps, _time.time
+
+    def emit(record):
+        write(out_fd, (dumps(record, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
+
+    reference = bool(request.get("reference"))
+    if request.get("guard"):
+        _guard(request.get("memory"))
+    code, entry_point = request["code"], request["entry_point"]
+    for group in request["groups"]:
+        name = group["name"]
+        inputs = [decode(x) for x in group["inputs"]]
+        limits = group.get("time_limits") or [None] * len(inputs)
+        budget = group.get("budget")
+        namespace = {}
+        try:
+            with _swallow_io():
+                exec(code, namespace)
+                fn = namespace[entry_point]
+        except BaseException as exc:  # noqa: BLE001 - the verdict is "fail", whatever it was
+            emit({"g": name, "exec_error": f"{type(exc).__name__}: {exc}"[:500]})
+            continue
+        started = now()
+        for i, inp in enumerate(inputs):
+            if budget is not None and now() - started > budget:
+                emit({"g": name, "budget": 1})
+                break
+            try:
+                if reference:
+                    inp = _copy.deepcopy(inp)
+                    t0 = now()
+                    out = fn(*inp)
+                    elapsed = now() - t0
+                    if request.get("output_not_none"):
+                        out = out is not None
+                else:
+                    t0 = now()
+                    with _time_limit(limits[i]):
+                        with _swallow_io():
+                            out = fn(*inp)
+                    elapsed = now() - t0
+            except BaseException as exc:  # noqa: BLE001
+                emit({"g": name, "i": i, "err": f"{type(exc).__name__}: {exc}"[:300]})
+                if not reference:
+                    break
+                continue
+            record = {"g": name, "i": i, "v": encode(out), "t": elapsed}
+            if request.get("set_eq") and isinstance(record["v"], dict) and record["v"].get("$") == "opaque":
+                try:
+                    record["s"] = encode(set(out))
+                except BaseException:  # noqa: BLE001
+                    pass
+            try:
+                emit(record)
+            except (TypeError, ValueError, RecursionError) as exc:
+                emit({"g": name, "i": i, "err": f"unserialisable output: {type(exc).__name__}"})
+                if not reference:
+                    break
+        emit({"g": name, "end": 1})
+
+
+if __name__ == "__main__":
+    _main()

@@ -1,0 +1,93 @@
+"""Plain Python values to JSON and back, exactly, for crossing the sandbox boundary.
+
+Test inputs go in and a candidate's return values come out as JSON with tags for what JSON lacks (tuple,
+set, frozenset, dict with any keys, complex, bytes, huge ints). Decoding builds only builtin values, never
+calls code, so whatever the sandboxed program prints cannot execute anything in the scorer, and every
+comparison happens in the scorer's process on trusted types: an object with a rigged ``__eq__`` cannot
+come out. Values of any other type come out as :class:`Opaque` (equal to nothing).
+
+This file is also sent verbatim into the sandbox (it needs only ``json``), so both sides share one codec.
+"""
+
+import json
+
+_BIG = 1 << 62
+MAX_DEPTH = 200
+
+
+class Opaque:
+    """A value the sandbox could not express as plain data (a custom object, a generator, a regex match).
+    It is not ``None`` and equals nothing, which is how the scorers treat such results."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name):
+        self.type_name = type_name
+
+    def __eq__(self, other):
+        return False
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        return f"<opaque {self.type_name}>"
+
+
+def encode(x, depth=0):
+    """A JSON-able tree for ``x``; exact types only (subclasses become opaque)."""
+    t = type(x)
+    if x is None or t is bool or t is str or t is float:
+        return x
+    if t is int:
+        return x if -_BIG < x < _BIG else {"$": "int", "v": hex(x)}
+    if depth > MAX_DEPTH:
+        return {"$": "opaque", "v": "too deep"}
+    d = depth + 1
+    if t is list:
+        return [encode(i, d) for i in x]
+    if t is tuple:
+        return {"$": "tuple", "v": [encode(i, d) for i in x]}
+    if t is set or t is frozenset:
+        return {"$": t.__name__, "v": [encode(i, d) for i in x]}
+    if t is dict:
+        return {"$": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in x.items()]}
+    if t is complex:
+        return {"$": "complex", "v": [x.real, x.imag]}
+    if t is bytes or t is bytearray:
+        return {"$": t.__name__, "v": x.hex()}
+    return {"$": "opaque", "v": getattr(t, "__name__", "?")}
+
+
+def decode(x):
+    """Inverse of :func:`encode`; builds builtin values only."""
+    if isinstance(x, list):
+        return [decode(i) for i in x]
+    if not isinstance(x, dict):
+        return x
+    tag, v = x.get("$"), x.get("v")
+    if tag == "int":
+        return int(v, 16)
+    if tag == "tuple":
+        return tuple(decode(i) for i in v)
+    if tag == "set":
+        return {decode(i) for i in v}
+    if tag == "frozenset":
+        return frozenset(decode(i) for i in v)
+    if tag == "dict":
+        return {decode(k): decode(val) for k, val in v}
+    if tag == "complex":
+        return complex(v[0], v[1])
+    if tag == "bytes":
+        return bytes.fromhex(v)
+    if tag == "bytearray":
+        return bytearray.fromhex(v)
+    return Opaque(str(v))
+
+
+def dumps(x):
+    return json.dumps(encode(x), separators=(",", ":"))
+
+
+def loads(text):
+    return decode(json.loads(text))

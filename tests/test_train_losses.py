@@ -1,0 +1,140 @@
+"""The LOPD and baseline losses against brute-force references on small tensors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lopd_train import losses
+
+
+def brute_reverse_kl(student_logits, teacher_logits, m):
+    """Python loops: softmax, pick the student's top-m, add the tail bucket, sum p_s log(p_s/p_t)."""
+    out = []
+    for s_row, t_row in zip(student_logits.tolist(), teacher_logits.tolist()):
+        zs = sum(math.exp(x) for x in s_row)
+        zt = sum(math.exp(x) for x in t_row)
+        ps = [math.exp(x) / zs for x in s_row]
+        pt = [math.exp(x) / zt for x in t_row]
+        top = sorted(range(len(ps)), key=lambda i: -ps[i])[:m]
+        qs = [ps[i] for i in top] + [1 - sum(ps[i] for i in top)]
+        qt = [pt[i] for i in top] + [1 - sum(pt[i] for i in top)]
+        out.append(sum(a * math.log(a / b) for a, b in zip(qs, qt) if a > 0))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("m", [1, 3, 7])
+def test_reverse_kl_topm_equals_brute_force(m):
+    g = torch.Generator().manual_seed(m)
+    s = torch.randn(6, 11, generator=g, dtype=torch.float64) * 2
+    t = torch.randn(6, 11, generator=g, dtype=torch.float64) * 2
+    got = losses.reverse_kl_topm(s, t, top_m=m, reduce=False).double()
+    assert torch.allclose(got, brute_reverse_kl(s, t, m), atol=1e-5)
+
+
+def test_reverse_kl_masked_mean_counts_only_sampled_tokens():
+    s, t = torch.randn(2, 5, 9), torch.randn(2, 5, 9)
+    mask = torch.tensor([[1, 1, 0, 0, 0], [0, 1, 1, 1, 0]])
+    per = losses.reverse_kl_topm(s, t, 4, reduce=False)
+    assert torch.allclose(losses.reverse_kl_topm(s, t, 4, mask), per[mask.bool()].mean())
+
+
+def test_reverse_kl_is_zero_for_equal_distributions_and_positive_otherwise():
+    s = torch.randn(4, 30)
+    assert torch.allclose(losses.reverse_kl_topm(s, s.clone(), 20), torch.tensor(0.0), atol=1e-6)
+    assert losses.reverse_kl_topm(s, torch.randn(4, 30), 20) > 0
+
+
+def test_tail_bucket_is_stable_when_top_m_holds_all_mass():
+    # the student puts all its mass on one token: the tail is log(0); the KL must stay finite
+    s = torch.tensor([[80.0, -80.0, -80.0, -80.0]])
+    t = torch.tensor([[0.0, 0.0, 0.0, 0.0]])
+    kl = losses.reverse_kl_topm(s, t, 1)
+    assert torch.isfinite(kl) and abs(float(kl) - math.log(4)) < 1e-4
+    # M equal to the vocabulary: no tail at all
+    assert torch.isfinite(losses.reverse_kl_topm(torch.randn(3, 5), torch.randn(3, 5), 5))
+
+
+def test_reverse_kl_gradients_reach_only_the_undetached_side():
+    s = torch.randn(3, 8, requires_grad=True)
+    t = torch.randn(3, 8, requires_grad=True)
+    losses.reverse_kl_topm(s, t.detach(), 3).backward()
+    assert s.grad is not None and s.grad.abs().sum() > 0 and t.grad is None
+
+
+def test_topm_tail_logprobs_sum_to_one():
+    logp = torch.log_softmax(torch.randn(5, 12), -1)
+    idx = logp.topk(4, -1).indices
+    q = losses.topm_tail_logprobs(logp, idx)
+    assert q.shape == (5, 5)
+    assert torch.allclose(q.exp().sum(-1), torch.ones(5), atol=1e-5)
+
+
+def test_log1mexp_matches_naive_in_the_safe_range():
+    x = torch.linspace(-20, -1e-3, 50, dtype=torch.float64)
+    assert torch.allclose(losses.log1mexp(x), torch.log(1 - torch.exp(x)), atol=1e-10)
+
+
+def test_outcome_advantage_is_two_r_minus_one():
+    assert losses.outcome_advantage(torch.tensor([0.0, 0.5, 1.0])).tolist() == [-1.0, 0.0, 1.0]
+
+
+def test_privileged_margin_equals_brute_force():
+    lt = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.0, -2.0]])
+    ls = torch.tensor([[-1.5, -2.5, -0.5], [-2.0, -1.5, -1.0]])
+    adv = torch.tensor([1.0, -1.0])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    terms = [1.0 * (-1.0 + 1.5), 1.0 * (-2.0 + 2.5), 1.0 * 0.0, -1.0 * (-3.0 + 2.0), -1.0 * (-1.0 + 1.5)]
+    assert math.isclose(float(losses.privileged_margin(lt, ls, adv, mask)), sum(terms) / len(terms), rel_tol=1e-6)
+
+
+def test_dual_update_raises_beta_while_the_margin_is_violated_and_lowers_it_otherwise():
+    m = 0.05
+    beta = 1.0
+    up = losses.dual_update(beta, g=-0.2, margin=m, lr=0.1)  # g < m: violated
+    assert up > beta and math.isclose(up, 1.0 + 0.1 * 0.25)
+    down = losses.dual_update(beta, g=0.5, margin=m, lr=0.1)  # g > m: satisfied
+    assert down < beta
+    assert losses.dual_update(0.01, g=5.0, margin=m, lr=0.1) == 0.0  # projected onto beta >= 0
+
+
+def test_margin_penalty_gradient_pushes_g_up():
+    g = torch.tensor(0.0, requires_grad=True)
+    losses.margin_penalty(g, beta=2.0, margin=0.05).backward()
+    assert float(g.grad) == -2.0  # descending the loss increases g
+
+
+def test_anchor_loss_is_zero_at_initialisation_and_mean_squared_distance_after():
+    p = [torch.randn(3, 4), torch.randn(5)]
+    init = [x.clone() for x in p]
+    assert float(losses.anchor_loss(p, init)) == 0.0
+    moved = [p[0] + 1.0, p[1]]
+    assert math.isclose(float(losses.anchor_loss(moved, init)), 12.0 / 17.0, rel_tol=1e-6)
+
+
+def test_nll_loss_equals_brute_force():
+    logits = torch.randn(4, 6)
+    tokens = torch.tensor([0, 5, 2, 2])
+    ref = -sum(math.log(math.exp(logits[i, tokens[i]]) / float(logits[i].exp().sum())) for i in range(4)) / 4
+    assert math.isclose(float(losses.nll_loss(logits, tokens)), ref, rel_tol=1e-5)
+
+
+def test_grpo_clip_loss_equals_brute_force():
+    logp = torch.tensor([[-1.0, -0.5, -2.0]])
+    old = torch.tensor([[-1.5, -0.5, -1.0]])
+    for a in (1.0, -1.0):
+        ref = []
+        for x, y in zip(logp[0].tolist(), old[0].tolist()):
+            r = math.exp(x - y)
+            ref.append(-min(r * a, min(max(r, 0.8), 1.2) * a))
+        got = losses.grpo_clip_loss(logp, old, torch.tensor([a]), None, 0.2, 0.2)
+        assert math.isclose(float(got), sum(ref) / 3, rel_tol=1e-6)
+
+
+def test_group_advantages_centre_and_scale_within_groups():
+    r = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    g = torch.tensor([0, 0, 1, 1])
+    adv = losses.group_advantages(r, g)
+    assert torch.allclose(adv, torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-4)

@@ -1,0 +1,95 @@
+"""Rollouts keep the student's tokens exactly: no re-tokenisation across turns, sampler log-probs that
+the trainer's forward pass reproduces, and a sequence that is the chat template's rendering."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_train import models
+from lopd_train.composer import student_logits
+from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, tok = models.tiny_model()
+    tok.padding_side = "left"
+    model.eval()
+    return model, tok
+
+
+def test_byte_tokenizer_round_trips_text_and_chat_markup(tiny):
+    _, tok = tiny
+    text = "<|im_start|>user\nnaïve 💡 {\"a\": 1}<|im_end|>\n"
+    ids = models.encode(tok, text)
+    assert tok.decode(ids) == text
+    assert tok.convert_ids_to_tokens(ids[0]) == "<|im_start|>"
+
+
+def test_continuation_text_is_what_the_template_appends_after_a_turn(tiny):
+    _, tok = tiny
+    cont = models.continuation_text(tok, [{"role": "tool", "name": "f", "content": "42"}])
+    assert cont == "\n<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_tools_go_into_the_system_prompt_when_the_template_ignores_them(tiny):
+    _, tok = tiny
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {}}}]
+    text = models.render_chat(tok, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+                              tools)
+    assert text.startswith("<|im_start|>system\nBe brief.\n\nYou may call the following functions:")
+    assert "get_weather" in text and text.endswith("<|im_start|>assistant\n")
+
+
+def test_multi_turn_sequence_is_the_template_rendering_of_the_conversation(tiny):
+    model, tok = tiny
+    envs = make_envs("lopd-test/Coin-v0", 3, category="all")
+    torch.manual_seed(0)
+    trajs = run_episodes(model, tok, envs, ["heads_0", "tails_1", "heads_2"],
+                         SamplingConfig(max_new_tokens=12), groups=[0, 1, 2])
+    for t in trajs:
+        assert t.turns == 2 and len(t.input_ids) == len(t.action_mask) == len(t.sample_logprobs)
+        # rebuild the conversation from the env's trace and render it with the template in one go
+        texts = [s.action["text"] for s in t.trace.steps]
+        msgs = t.messages + [{"role": "assistant", "content": texts[0]},
+                             {"role": "tool", "name": "note", "content": f"noted {len(texts[0])} chars"},
+                             {"role": "assistant", "content": texts[1]}]
+        rendered = models.render_chat(tok, msgs, t.tools, add_generation_prompt=False)
+        # (a random model may sample <|endoftext|>, which the env-facing action text drops)
+        assert tok.decode(t.input_ids).replace("<|endoftext|>", "") == rendered.removesuffix("\n")
+        # the sampled tokens are exactly the assistant turns (each closed by the EOS token)
+        sampled = [i for i, m in zip(t.input_ids, t.action_mask) if m]
+        assert tok.decode(sampled, skip_special_tokens=True) == "".join(texts)
+
+
+def test_sampler_logprobs_are_reproduced_by_the_training_forward_pass(tiny):
+    model, tok = tiny
+    envs = make_envs("lopd-test/Coin-v0", 4, category="all")
+    torch.manual_seed(1)
+    trajs = run_episodes(model, tok, envs, ["heads_0", "heads_1", "tails_0", "tails_3"],
+                         SamplingConfig(max_new_tokens=10))
+
+    class Wrapped:  # the training forward expects a peft-style model
+        def __init__(self, m):
+            self.m = m
+
+        def get_base_model(self):
+            return self.m
+
+    for t in trajs:
+        ids = torch.tensor(t.input_ids)
+        mask = torch.tensor(t.action_mask)
+        with torch.no_grad():
+            logits = student_logits(Wrapped(model), ids, mask)
+        recomputed = torch.log_softmax(logits, -1).gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1)
+        sampled = torch.tensor(t.sample_logprobs)[mask.bool()]
+        assert torch.allclose(recomputed, sampled, atol=1e-4)
+
+
+def test_episode_over_the_token_budget_stops_unscored(tiny):
+    model, tok = tiny
+    envs = make_envs("lopd-test/Coin-v0", 1, category="all")
+    (t,) = run_episodes(model, tok, envs, ["heads_0"], SamplingConfig(max_new_tokens=8, max_sequence_tokens=10))
+    assert t.truncated and t.turns == 1 and t.reward == 0.0 and not t.success

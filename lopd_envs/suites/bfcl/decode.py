@@ -1,0 +1,333 @@
+"""Reading a model's answer the way the BFCL harness reads it, without ever calling ``eval``.
+
+The official harness has two decoders. Prompting models answer in text, ``[f(a=1), g(b="x")]``, which it
+reads with Python's :mod:`ast` (``default_decode_ast_prompting``); Java and JavaScript answers go through
+tree-sitter. Function-calling (FC) models return structured calls whose JSON arguments are taken as they are.
+Both give the checker's input format, a list of ``{function_name: {param: value}}``.
+
+The text decoder is reproduced rule by rule, quirks included: bare identifiers become strings, ``...``
+becomes ``"..."``, a call without keywords becomes its source text, a call with keywords a nested
+``{name: args}``, tuples stay tuples, positional arguments are dropped, and a unary operator negates a
+constant whatever the operator (``+5`` reads as ``-5``; ``strict`` mode reads ``+``, ``-``, ``~`` and ``not`` as
+Python does). Where the harness calls ``eval`` (binary operators), we evaluate literal arithmetic only, with
+size limits; anything else fails to decode as the harness would for a name it cannot resolve.
+
+Java and JavaScript answers are read by a small scanner instead of tree-sitter (a dependency whose pins
+conflict with ours). It yields the same values for well-formed calls: each keyword argument's source text,
+with the quotes of a top-level string literal removed, then handed to the per-language type converters.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from typing import Any
+
+Decoded = list[dict[str, dict[Any, Any]]]
+
+
+class DecodeError(ValueError):
+    """The answer could not be read as function calls (the harness's "Failed to decode AST")."""
+
+
+# ------------------------------------------------------------------------------ Python text
+
+
+def _wrap(text: str) -> str:
+    """The harness strips backticks, newlines and spaces, then makes sure of the outer brackets."""
+    text = text.strip("`\n ")
+    if not text.startswith("["):
+        text = "[" + text
+    if not text.endswith("]"):
+        text = text + "]"
+    return text
+
+
+def decode_python(text: str, strict: bool = False) -> Decoded:
+    """``default_decode_ast_prompting`` for Python: text → ``[{name: {param: value}}]`` or DecodeError."""
+    source = _wrap(text).strip("[]'")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        raise DecodeError(f"invalid Python syntax: {exc}") from None
+    body = tree.body
+    if isinstance(body, ast.Call):
+        nodes = [body]
+    elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
+        nodes = body.elts
+        if not all(isinstance(n, ast.Call) for n in nodes):
+            raise DecodeError("every element of the list must be a function call")
+    else:
+        raise DecodeError(f"expected function calls, got a {type(body).__name__} expression")
+    try:
+        return [_resolve_call(n, strict) for n in nodes]
+    except (RecursionError, MemoryError) as exc:
+        raise DecodeError(f"answer too deeply nested: {type(exc).__name__}") from None
+
+
+def _call_name(func: ast.AST) -> str:
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    return ".".join(reversed(parts))
+
+
+def _resolve_call(node: ast.Call, strict: bool) -> dict[str, dict[Any, Any]]:
+    args: dict[Any, Any] = {}
+    for kw in node.keywords:  # positional arguments are ignored, as by the harness
+        args[kw.arg] = _resolve_value(kw.value, strict)
+    return {_call_name(node.func): args}
+
+
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
+
+
+def _resolve_value(node: ast.AST, strict: bool) -> Any:
+    if isinstance(node, ast.Constant):
+        return "..." if node.value is Ellipsis else node.value
+    if isinstance(node, ast.UnaryOp):
+        if not isinstance(node.operand, ast.Constant) or node.operand.value is Ellipsis:
+            raise DecodeError(f"unsupported operand in {_src(node)}")
+        try:
+            if strict:
+                return _UNARY[type(node.op)](node.operand.value)
+            return -node.operand.value  # the harness negates whatever the operator
+        except TypeError as exc:
+            raise DecodeError(str(exc)) from None
+    if isinstance(node, ast.List):
+        return [_resolve_value(v, strict) for v in node.elts]
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise DecodeError("dict unpacking is not supported")
+        try:
+            return {_resolve_value(k, strict): _resolve_value(v, strict) for k, v in zip(node.keys, node.values)}
+        except TypeError as exc:
+            raise DecodeError(f"unhashable dict key: {exc}") from None
+    if isinstance(node, ast.BinOp):
+        return literal_arithmetic(node)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        if not node.keywords:
+            return ast.unparse(node)
+        return _resolve_call(node, strict)
+    if isinstance(node, ast.Tuple):
+        return tuple(_resolve_value(v, strict) for v in node.elts)
+    if isinstance(node, ast.Subscript):
+        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
+    raise DecodeError(f"unsupported AST type: {type(node).__name__}")
+
+
+def _src(node: ast.AST) -> str:
+    return ast.unparse(node)[:120]
+
+
+# ------------------------------------------------------------------------------ literal arithmetic
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_MAX_BITS = 4096
+_MAX_LEN = 100_000
+
+
+def literal_arithmetic(node: ast.AST) -> Any:
+    """Evaluate ``1 + 2``, ``2 ** 10``, ``"ab" * 3`` over literals only, refusing results that would
+    take unbounded time or memory (where the harness's ``eval`` would simply run)."""
+    if isinstance(node, ast.Constant) and node.value is not Ellipsis:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        value = literal_arithmetic(node.operand)
+        return _apply(_UNARY[type(node.op)], value)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [literal_arithmetic(e) for e in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = literal_arithmetic(node.left), literal_arithmetic(node.right)
+        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64 \
+                and isinstance(left, (int, float)) and abs(left) > 1:
+            raise DecodeError(f"refusing to evaluate a huge power: {_src(node)}")
+        if isinstance(node.op, ast.Mult) and any(isinstance(x, (str, bytes, list, tuple)) for x in (left, right)):
+            n = right if isinstance(right, int) else left
+            seq = left if isinstance(right, int) else right
+            if isinstance(n, int) and len(seq) * max(n, 0) > _MAX_LEN:
+                raise DecodeError(f"refusing to build a huge sequence: {_src(node)}")
+        return _apply(_BINOPS[type(node.op)], left, right)
+    raise DecodeError(f"cannot evaluate {_src(node)!r}: only literal arithmetic is evaluated")
+
+
+def _apply(op: Any, *values: Any) -> Any:
+    try:
+        result = op(*values)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+    if isinstance(result, int) and result.bit_length() > _MAX_BITS:
+        raise DecodeError("integer result too large")
+    return result
+
+
+# ------------------------------------------------------------------------------ Java / JavaScript text
+
+_CALLEE = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\s*\.\s*[A-Za-z_$][\w$]*)*)\s*\(")
+_ASSIGN = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*=(?!=)\s*(.*)$", re.S)
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets and string literals; DecodeError on unbalanced input."""
+    parts, depth, start, quote, i = [], [], 0, "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in _OPEN:
+            depth.append(ch)
+        elif ch in _CLOSE:
+            if not depth or _OPEN.index(depth.pop()) != _CLOSE.index(ch):
+                raise DecodeError("unbalanced brackets")
+        elif ch == "," and not depth:
+            parts.append(text[start:i])
+            start = i + 1
+        i += 1
+    if quote or depth:
+        raise DecodeError("unterminated string or bracket")
+    parts.append(text[start:])
+    return parts
+
+
+def _matching_paren(text: str, open_at: int) -> int:
+    depth, quote, i = 0, "", open_at
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise DecodeError("unbalanced parentheses")
+
+
+def _is_quoted(value: str, quotes: str) -> bool:
+    return len(value) >= 2 and value[0] in quotes and value[-1] == value[0]
+
+
+def _java_value(value: str) -> str:
+    value = value.strip()
+    if _is_quoted(value, "\"'"):
+        return value[1:-1]
+    if re.fullmatch(r"[\w$.]+(\s*\(.*\))?", value, re.S) or value.startswith("new "):
+        return value
+    return re.sub(r"\s+", "", value)  # tree-sitter joins the tokens of other expressions
+
+
+def decode_call_text(text: str, language: str) -> Decoded | None:
+    """The Java/JavaScript branch of the harness's decoder: the first call's keyword arguments as source
+    text (top-level string quotes removed). ``None`` (or ``[]``) when no call is found, which the harness
+    then rejects as "wrong output format"; DecodeError for text it cannot parse."""
+    body = _wrap(text)[1:-1].strip()
+    if not body:
+        return None if language == "JavaScript" else []
+    match = _CALLEE.match(body)
+    if not match:
+        if language == "JavaScript":
+            return None
+        raise DecodeError(f"no {language} method invocation found")
+    open_at = match.end() - 1
+    close_at = _matching_paren(body, open_at)
+    rest = body[close_at + 1:].strip().rstrip(";").strip()
+    if rest:
+        if language == "JavaScript":
+            return None  # a sequence of expressions: not a single call statement
+        raise DecodeError("text after the method invocation")
+    name = re.sub(r"\s+", "", match.group(1))
+    inner = body[open_at + 1:close_at]
+    args: dict[Any, Any] = {}
+    for part in _split_top_level(inner) if inner.strip() else []:
+        assign = _ASSIGN.match(part)
+        if assign:
+            key, raw = assign.group(1), assign.group(2).strip()
+            value = _java_value(raw) if language == "Java" else (raw[1:-1] if _is_quoted(raw, "\"'") else raw)
+        elif re.fullmatch(r"\s*[A-Za-z_$][\w$]*\s*", part):
+            key, value = None, part.strip()
+        else:
+            continue  # the harness ignores other unnamed arguments
+        if key in args:
+            raise DecodeError("multiple arguments with the same name are not supported")
+        args[key] = value
+    return [{name: args}]
+
+
+# ------------------------------------------------------------------------------ dispatch and format checks
+
+
+def decode_text(text: str, language: str = "Python", strict: bool = False) -> Any:
+    """The harness's prompting decoder for ``language``."""
+    if language == "Python":
+        return decode_python(text, strict)
+    return decode_call_text(text, language)
+
+
+def decode_structured(calls: list[tuple[str, dict[str, Any]]]) -> Decoded:
+    """An FC model's calls: names and JSON arguments as they are."""
+    return [{name: dict(arguments)} for name, arguments in calls]
+
+
+def is_call_format(decoded: Any) -> bool:
+    """The harness's ``is_function_calling_format_output``: a list of one-key dicts of dicts."""
+    return isinstance(decoded, list) and all(
+        type(item) is dict and len(item) == 1 and type(next(iter(item.values()))) is dict for item in decoded)
+
+
+def is_empty_output(decoded: Any) -> bool:
+    """No function call: wrong format, ``[]`` or ``[{}]`` (relevance and irrelevance checks)."""
+    return not is_call_format(decoded) or not decoded or (len(decoded) == 1 and not decoded[0])
+
+
+# ------------------------------------------------------------------------------ multi-turn call strings
+
+
+def nested_value_source(value: Any) -> str:
+    """``parse_nested_value``: a dict whose values are all dicts is written as a call of its first key;
+    another dict as a dict literal with quoted keys; anything else as ``repr``."""
+    if isinstance(value, dict):
+        if all(isinstance(v, dict) for v in value.values()):
+            if not value:
+                raise DecodeError("an empty dict argument cannot be rendered as a call")
+            name, args = next(iter(value.items()))
+            inner = ", ".join(f"{k}={nested_value_source(v)}" for k, v in args.items())
+            return f"{name}({inner})"
+        return "{" + ", ".join(f"'{k}': {nested_value_source(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def execution_strings(decoded: Decoded) -> list[str]:
+    """``decoded_output_to_execution_list``: decoded text calls as the call strings the checker runs."""
+    out = []
+    for call in decoded:
+        for name, args in call.items():
+            out.append(f"{name}({', '.join(f'{k}={nested_value_source(v)}' for k, v in args.items())})")
+    return out
+
+
+def fc_execution_strings(calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """``convert_to_function_call``: an FC model's calls as call strings (values by ``repr``)."""
+    return [f"{name}({','.join(f'{k}={v!r}' for k, v in args.items())})" for name, args in calls]

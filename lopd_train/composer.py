@@ -138,7 +138,7 @@ def teacher_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tenso
     """Frozen-backbone logits (all adapters disabled) with ``latents`` ``[P, d]`` placed before the sequence,
     at the positions that predict the sampled tokens: ``[T_a, V]``. One forward pass for all prefixes."""
     pos, _ = action_positions(action_mask)
-    with peft_model.disable_adapter():
+    with models.base_only(peft_model):
         emb = embed_tokens(peft_model)(input_ids)
         prefix = 0
         if latents is not None and latents.shape[0] > 0:

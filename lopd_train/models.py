@@ -242,6 +242,19 @@ def adapter(peft_model, name: str) -> Iterator[None]:
         activate(peft_model, previous)
 
 
+@contextlib.contextmanager
+def base_only(peft_model) -> Iterator[None]:
+    """All adapters off (the frozen backbone). peft's ``disable_adapter`` re-freezes the inactive adapters on
+    exit, which would silently drop gradients already flowing to them; they are made trainable again."""
+    trainable = [p for n, p in peft_model.named_parameters() if "lora_" in n and p.requires_grad]
+    try:
+        with peft_model.disable_adapter():
+            yield
+    finally:
+        for p in trainable:
+            p.requires_grad_(True)
+
+
 def adapter_parameters(peft_model, name: str) -> list[torch.nn.Parameter]:
     return [p for n, p in peft_model.named_parameters() if "lora_" in n and f".{name}." in n]
 

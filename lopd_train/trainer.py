@@ -86,6 +86,8 @@ class TrainConfig:
     qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
     qformer_heads: int = knob(4, "Q-Former attention heads")
     experience_tokens: int = knob(256, "experience text is truncated to this many tokens for the encoder")
+    init_bank: str | None = knob(None, "seed the experience bank of a new run from a bank.sqlite or a JSONL of "
+                                       "traces (Trace.to_json per line; failures are skipped)")
     cold_start_batches: int = knob(1, "rollout batches sampled before training to cold-start the composer")
     cold_start_epochs: int = knob(2, "composer NLL passes over the cold-start successes")
     freeze_composer: bool = knob(False, "ablation: never update the composer")
@@ -170,6 +172,16 @@ def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     os.replace(tmp, out)
 
 
+def seed_bank(bank, source: str) -> int:
+    """Add the experiences of another bank file, or of a JSONL of traces, to ``bank``."""
+    from lopd_envs.trace import Trace
+
+    if str(source).endswith((".sqlite", ".db")):
+        return bank.merge_from(source)
+    traces = [Trace.from_json(l) for l in Path(source).read_text().splitlines() if l.strip()]
+    return len(bank.add(traces))
+
+
 # ----------------------------------------------------------------------------------- the trainer
 
 class Trainer:
@@ -212,6 +224,8 @@ class Trainer:
             from lopd_train.experience import ExperienceBank, Retriever
 
             self.bank = ExperienceBank(self.out / "bank.sqlite")
+            if cfg.init_bank and latest is None:
+                seed_bank(self.bank, cfg.init_bank)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
 
         self.step = 0

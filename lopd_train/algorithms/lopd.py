@@ -123,7 +123,7 @@ class LOPD(Algorithm):
                 t_logits = teacher_logits(self.policy, ids, mask, context)
                 n = len(targets)
                 loss = losses.reverse_kl_topm(s_logits, t_logits.detach(), cfg.top_m) * (n / batch.n_tokens)
-                m["student_kl"] += float(loss) / len(batches)
+                m["student_kl"] += float(loss.detach()) / len(batches)
                 if context is not None:
                     advantage = losses.outcome_advantage(torch.tensor([t.reward], device=self.device))
                     g = losses.privileged_margin(losses.token_logprobs(t_logits, targets),
@@ -133,8 +133,8 @@ class LOPD(Algorithm):
                     loss = loss + kl_c
                     if cfg.use_margin:
                         loss = loss - self.beta * g  # the gradient of β (m - g); β m is a constant
-                    m["composer_kl"] += float(kl_c) / len(batches)
-                    g_sum += float(g) * ctx_tokens
+                    m["composer_kl"] += float(kl_c.detach()) / len(batches)
+                    g_sum += float(g.detach()) * ctx_tokens
                     g_tokens += n
                     m["context_fraction"] += 1.0 / len(trajectories)
                 loss.backward()

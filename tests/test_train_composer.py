@@ -1,0 +1,82 @@
+"""The composer shares the backbone (second LoRA adapter, no second copy), emits K latent tokens per
+experience at the embedding scale, and the teacher is the frozen base model reading them first."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lopd_train import models
+from lopd_train.composer import Composer, student_logits, teacher_logits
+
+
+@pytest.fixture()
+def policy():
+    torch.manual_seed(0)
+    base, tok = models.tiny_model()
+    plain = {k: v.clone() for k, v in base.state_dict().items()}
+    peft_model = models.wrap_lora(base, {"student": models.lora_config(4, 8), "composer": models.lora_config(4, 8)})
+    return peft_model, tok, plain
+
+
+def test_composer_adapter_shares_the_base_weights(policy):
+    peft_model, _, plain = policy
+    n_base = sum(v.numel() for v in plain.values())
+    n_all = sum(p.numel() for p in peft_model.parameters())
+    n_lora = sum(p.numel() for n, p in peft_model.named_parameters() if "lora_" in n)
+    assert n_all - n_lora < n_base * 1.01  # one copy of the base (tied embeddings counted once)
+    assert models.adapter_parameters(peft_model, "student") and models.adapter_parameters(peft_model, "composer")
+    assert all(p.requires_grad for n, p in peft_model.named_parameters() if "lora_" in n)
+
+
+def test_composer_emits_k_latents_per_experience_at_the_embedding_scale(policy):
+    peft_model, tok, _ = policy
+    comp = Composer(peft_model, tok, num_queries=5, dim=32, layers=2, heads=4, max_tokens=40)
+    lat = comp.encode(["Task: add 1 and 2\n1. call add({\"a\": 1})", "short"])
+    d = peft_model.get_base_model().config.hidden_size
+    assert lat.shape == (2, 5, d)
+    emb_rms = peft_model.get_base_model().get_input_embeddings().weight.pow(2).mean().sqrt()
+    assert torch.allclose(lat.pow(2).mean(-1).sqrt(), emb_rms.expand(2, 5), rtol=1e-3)
+    # padding does not change an experience's latents
+    alone = comp.encode(["short"])
+    assert torch.allclose(alone[0], lat[1], atol=1e-5)
+
+
+def test_teacher_is_the_frozen_base_model_whatever_the_adapters_hold(policy):
+    peft_model, _, plain = policy
+    with torch.no_grad():  # make the student adapter non-trivial
+        for p in models.adapter_parameters(peft_model, "student"):
+            p.add_(0.5)
+    ids = torch.randint(3, 200, (12,))
+    mask = torch.tensor([0] * 6 + [1] * 6)
+    base, _ = models.tiny_model()
+    base.load_state_dict(plain)
+    with torch.no_grad():
+        ref = base(ids.unsqueeze(0)).logits[0, 5:11]
+        got = teacher_logits(peft_model, ids, mask, None)
+        student = student_logits(peft_model, ids, mask)
+    assert torch.allclose(got, ref, atol=1e-5)
+    assert not torch.allclose(student, ref, atol=1e-3)
+
+
+def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(policy):
+    peft_model, tok, _ = policy
+    comp = Composer(peft_model, tok, num_queries=4, dim=32, layers=1, heads=4)
+    # make the composer's LoRA non-trivial so its B matrices pass gradient to A as well
+    with torch.no_grad():
+        for n, p in peft_model.named_parameters():
+            if "lora_B" in n and ".composer." in n:
+                p.normal_(0, 0.01)
+    ids = torch.randint(3, 200, (10,))
+    mask = torch.tensor([0] * 4 + [1] * 6)
+    lat = comp.encode(["Task: x\n1. call f({})", "Task: y"])
+    context = lat.reshape(-1, lat.shape[-1])
+    with_ctx = teacher_logits(peft_model, ids, mask, context)
+    without = teacher_logits(peft_model, ids, mask, None)
+    assert with_ctx.shape == without.shape == (6, len(tok))
+    assert not torch.allclose(with_ctx, without, atol=1e-4)
+    with_ctx.logsumexp(-1).sum().backward()
+    assert comp.qformer.queries.grad is not None and comp.qformer.queries.grad.abs().sum() > 0
+    lora_grads = [p.grad for p in comp.lora_parameters()]
+    assert any(g is not None and g.abs().sum() > 0 for g in lora_grads)
+    assert all(p.grad is None for p in models.adapter_parameters(peft_model, "student"))

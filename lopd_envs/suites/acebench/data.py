@@ -1,0 +1,87 @@
+"""ACEBench's files as lopd tasks: one ``Task`` per row of ``data_<category>.json``, its answer row from
+``possible_answer/`` attached. Rows are read once per process and shared read-only, so envs stay cheap to
+create; episodes copy whatever they mutate (the agent ``initial_config``)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from lopd_envs.assets import ACEBENCH, locate, read_jsonl
+from lopd_envs.core import Task, select
+
+LANGUAGES = ("en", "zh")
+
+NORMAL = ("normal_atom_bool", "normal_atom_enum", "normal_atom_list", "normal_atom_number",
+          "normal_atom_object_deep", "normal_atom_object_short", "normal_single_turn_single_function",
+          "normal_single_turn_parallel_function", "normal_multi_turn_user_adjust",
+          "normal_multi_turn_user_switch", "normal_similar_api", "normal_preference")
+SPECIAL = ("special_incomplete", "special_error_param", "special_irrelevant")
+AGENT = ("agent_multi_step", "agent_multi_turn")
+CATEGORIES = NORMAL + SPECIAL + AGENT
+
+# Official groups (``category.py``'s ACE_DATA_CATEGORY, "test_all" spelled "all").
+GROUPS: dict[str, Sequence[str]] = {
+    "normal": NORMAL, "special": SPECIAL, "agent": AGENT,
+    "atom": NORMAL[:6], "multi_turn": ("normal_multi_turn_user_adjust", "normal_multi_turn_user_switch"),
+    "all": CATEGORIES,
+}
+
+
+def group_of(category: str) -> str:
+    return "normal" if category in NORMAL else "special" if category in SPECIAL else "agent"
+
+
+@dataclass(frozen=True)
+class Row:
+    """A question row and its answer row, plus the language they belong to."""
+
+    language: str
+    question: dict[str, Any]
+    answer: dict[str, Any]
+
+    @property
+    def gold(self) -> Any:
+        return self.answer["ground_truth"]
+
+    @property
+    def milestones(self) -> list:
+        return self.answer.get("mile_stone") or []
+
+
+_CACHE: dict[tuple[str, float, float], list[Row]] = {}
+_LOCK = threading.Lock()
+
+
+def load_rows(category: str, language: str, data_dir: str | None = None) -> list[Row]:
+    """The rows of one category, questions zipped with answers by id (ids must agree)."""
+    if language not in LANGUAGES:
+        raise ValueError(f"ACEBench language must be one of {LANGUAGES}, got {language!r}")
+    qpath = locate(ACEBENCH, f"data_{language}/data_{category}.json", data_dir)
+    apath = locate(ACEBENCH, f"data_{language}/possible_answer/data_{category}.json", data_dir)
+    key = (str(qpath), Path(qpath).stat().st_mtime, Path(apath).stat().st_mtime)
+    with _LOCK:
+        if key not in _CACHE:
+            questions, answers = read_jsonl(qpath), read_jsonl(apath)
+            if [q["id"] for q in questions] != [a["id"] for a in answers]:
+                raise ValueError(f"ACEBench {language}/{category}: question and answer ids differ")
+            _CACHE[key] = [Row(language, q, a) for q, a in zip(questions, answers)]
+        return _CACHE[key]
+
+
+def tool_function(function: dict[str, Any]) -> dict[str, Any]:
+    """A function as lopd's tool format wants it: some distractor functions of the atom categories name
+    their schema ``arguments`` instead of ``parameters``."""
+    params = function.get("parameters") or function.get("arguments") or {"type": "object", "properties": {}}
+    return {"name": function["name"], "description": function.get("description", ""), "parameters": params}
+
+
+def load_tasks(category: str | Sequence[str], language: str, data_dir: str | None = None) -> list[Task]:
+    tasks = []
+    for name in select(category, CATEGORIES, GROUPS):
+        for row in load_rows(name, language, data_dir):
+            tools = [tool_function(f) for f in row.question["function"]]
+            tasks.append(Task(row.question["id"], name, row.question["question"], tools, row))
+    return tasks

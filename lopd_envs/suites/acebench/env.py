@@ -1,0 +1,44 @@
+"""``lopd/ACEBench-v0``: the gymnasium env over all ACEBench categories, in English or Chinese."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from lopd_envs.core import AgentEnv, Task
+from lopd_envs.suites.acebench.data import LANGUAGES, load_tasks
+from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
+from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
+
+
+class ACEBenchEnv(AgentEnv):
+    """ACEBench as a gymnasium env.
+
+    ``category``: an official category (``normal_atom_bool`` ... ``agent_multi_turn``), a group
+    (``normal``, ``special``, ``agent``, ``atom``, ``multi_turn``), a list of these, or ``"all"``.
+    ``language``: ``"en"`` or ``"zh"``. ``user``: the simulated user of ``agent_multi_turn`` (a callable
+    ``conversation -> message``, or a list of lines for a scripted user); the default states the task's
+    instruction and then finishes. ``max_dialog_turns``: the agent loops' message budget (official: 40).
+    ``scoring``: ``"official"`` or ``"strict"`` (see :mod:`lopd_envs.suites.acebench`).
+    """
+
+    env_id = "lopd/ACEBench-v0"
+    episode_class = staticmethod(episode_for)  # type: ignore[assignment] - picks the class per category
+    default_max_turns = 40
+
+    def __init__(self, category: str | Sequence[str] = "all", language: str = "en",
+                 user: UserSimulator | Sequence[str] | None = None, max_dialog_turns: int = 40, **kwargs: Any):
+        if language not in LANGUAGES:
+            raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+        self.language = language
+        self.user: Callable[[list[dict[str, str]]], str] | None = (
+            ScriptedUser(user) if isinstance(user, (list, tuple)) else user)
+        self.max_dialog_turns = max_dialog_turns
+        super().__init__(category=category, **kwargs)
+
+    def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> list[Task]:
+        return load_tasks(category, self.language, data_dir)
+
+    def official_prompt(self) -> tuple[str, str] | None:
+        """For agent episodes: the (system, user) text ACEBench's own loop would send the agent now."""
+        episode = self._episode
+        return episode.official_prompt() if isinstance(episode, AgentEpisode) else None

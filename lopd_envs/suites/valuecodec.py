@@ -9,9 +9,12 @@ come out. Values of any other type come out as :class:`Opaque` (equal to nothing
 This file is also sent verbatim into the sandbox (it needs only ``json``), so both sides share one codec.
 """
 
+import collections
 import json
 
 _BIG = 1 << 62
+# the standard library's dict subclasses that solutions commonly return (compared as dicts by ``==``)
+_DICTS = (collections.Counter, collections.OrderedDict, collections.defaultdict)
 MAX_DEPTH = 200
 
 
@@ -50,8 +53,11 @@ def encode(x, depth=0):
         return {"$": "tuple", "v": [encode(i, d) for i in x]}
     if t is set or t is frozenset:
         return {"$": t.__name__, "v": [encode(i, d) for i in x]}
-    if t is dict:
-        return {"$": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in x.items()]}
+    if t is dict or t in _DICTS:
+        tagged = {"$": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in x.items()]}
+        if t is not dict:
+            tagged["c"] = t.__name__
+        return tagged
     if t is complex:
         return {"$": "complex", "v": [x.real, x.imag]}
     if t is bytes or t is bytearray:
@@ -75,7 +81,15 @@ def decode(x):
     if tag == "frozenset":
         return frozenset(decode(i) for i in v)
     if tag == "dict":
-        return {decode(k): decode(val) for k, val in v}
+        items = [(decode(k), decode(val)) for k, val in v]
+        kind = x.get("c")
+        if kind == "Counter":
+            return collections.Counter(dict(items))
+        if kind == "OrderedDict":
+            return collections.OrderedDict(items)
+        if kind == "defaultdict":
+            return collections.defaultdict(None, items)
+        return dict(items)
     if tag == "complex":
         return complex(v[0], v[1])
     if tag == "bytes":

@@ -1,0 +1,226 @@
+"""Sandbox throughput: lopd's HumanEval+ scoring against evalplus 0.3.1's own evaluation, same solutions,
+same run, same machine; plus the per-run overhead of each sandbox backend against a bare interpreter.
+
+    python benchmarks/sandbox_throughput.py [--dataset humaneval|mbpp] [--workers N] [--skip-evalplus]
+        [--backend bubblewrap] [--json out.json]
+
+Solutions: every canonical solution, then one simple mutant per task (an operator, comparison or constant
+changed by an AST rewrite), so both passing and failing paths are timed. Both sides run with their
+expected outputs already cached (each is timed once cold as well). Verdict agreement is reported per task
+(pass/fail of base and of base+plus), which is the acceptance check for ``official`` scoring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+# ------------------------------------------------------------------------------------- mutants
+
+class _Mutate(ast.NodeTransformer):
+    """Change the first operator/comparison/constant met (in that preference order across passes)."""
+
+    SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
+             ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+
+    def __init__(self, kind: str):
+        self.kind, self.done = kind, False
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if self.kind == "binop" and not self.done and type(node.op) in self.SWAPS:
+            node.op, self.done = self.SWAPS[type(node.op)](), True
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if self.kind == "compare" and not self.done and type(node.ops[0]) in self.SWAPS:
+            node.ops[0], self.done = self.SWAPS[type(node.ops[0])](), True
+        return node
+
+    def visit_Constant(self, node):
+        if self.kind == "const" and not self.done and type(node.value) is int:
+            self.done = True
+            return ast.copy_location(ast.Constant(node.value + 1), node)
+        return node
+
+
+def mutant(problem: dict, index: int) -> str:
+    """A deterministic simple mutant of the canonical solution (falls back to returning None)."""
+    code = problem["prompt"] + problem["canonical_solution"]
+    kinds = ["compare", "binop", "const"]
+    for k in range(3):
+        kind = kinds[(index + k) % 3]
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            break
+        m = _Mutate(kind)
+        tree = m.visit(tree)
+        if m.done:
+            return ast.unparse(ast.fix_missing_locations(tree))
+    return problem["prompt"] + "    return None\n"
+
+
+# ------------------------------------------------------------------------------------- evalplus
+
+def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path) -> tuple[float, dict]:
+    """evalplus's own ``evaluate`` in a fresh interpreter (its dataset paths are read at import)."""
+    samples = workdir / f"samples-{time.monotonic_ns()}.jsonl"
+    with open(samples, "w") as f:
+        for task_id, sol in solutions.items():
+            f.write(json.dumps({"task_id": task_id, "solution": sol}) + "\n")
+    env = dict(os.environ, XDG_CACHE_HOME=str(workdir / "xdg"),
+               HUMANEVAL_OVERRIDE_PATH=str(data_file) if dataset == "humaneval" else "",
+               MBPP_OVERRIDE_PATH=str(data_file) if dataset == "mbpp" else "")
+    env = {k: v for k, v in env.items() if v != ""}
+    code = ("import sys; from evalplus.evaluate import evaluate; "
+            f"evaluate(dataset={dataset!r}, samples={str(samples)!r}, i_just_wanna_run=True)")
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"evalplus failed: {proc.stderr[-2000:]}")
+    results = json.loads(Path(str(samples).replace(".jsonl", "_eval_results.json")).read_text())
+    verdicts = {tid: (r[0]["base_status"], r[0]["plus_status"]) for tid, r in results["eval"].items()}
+    return elapsed, verdicts
+
+
+# ----------------------------------------------------------------------------------------- lopd
+
+def run_lopd(dataset: str, problems: dict, solutions: dict[str, str], gt, sandbox, workers: int) -> tuple[float, dict]:
+    from lopd_envs.suites import evalplus as ep
+
+    def one(task_id: str):
+        problem = problems[task_id]
+        oracle = gt.get(problem)
+        if oracle.error:
+            return task_id, ("fail", "fail")
+        d = ep.evaluate_solution(dataset, problem, oracle, solutions[task_id], sandbox)
+        return task_id, (d["base_status"], d["plus_status"])
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(workers) as ex:
+        verdicts = dict(ex.map(one, list(solutions)))
+    return time.perf_counter() - start, verdicts
+
+
+def agreement(ours: dict, theirs: dict) -> dict:
+    """Per task: does pass/fail agree for base and for base+plus? (statuses fail vs timeout both fail)."""
+    same_base = sum((ours[t][0] == "pass") == (theirs[t][0] == "pass") for t in theirs)
+    same_plus = sum((ours[t][0] == ours[t][1] == "pass") == (theirs[t][0] == theirs[t][1] == "pass") for t in theirs)
+    exact_status = sum(ours[t] == tuple(theirs[t]) for t in theirs)
+    differ = [t for t in theirs if (ours[t][0] == ours[t][1] == "pass") != (theirs[t][0] == theirs[t][1] == "pass")
+              or (ours[t][0] == "pass") != (theirs[t][0] == "pass")]
+    return {"tasks": len(theirs), "base_agree": same_base, "plus_agree": same_plus,
+            "status_identical": exact_status, "disagree": differ,
+            "ours_pass_plus": sum(ours[t][0] == ours[t][1] == "pass" for t in theirs),
+            "theirs_pass_plus": sum(theirs[t][0] == theirs[t][1] == "pass" for t in theirs)}
+
+
+# ------------------------------------------------------------------------------------- overhead
+
+def overhead(n: int = 40) -> dict:
+    from lopd_envs.sandbox import BACKENDS, available_backends, interpreter
+    from lopd_envs.sandbox.base import as_root
+
+    python = interpreter.resolve(as_root()).executable
+    out = {}
+    start = time.perf_counter()
+    for _ in range(n):
+        subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
+    out["bare python -I -S -c pass"] = (time.perf_counter() - start) / n * 1000
+    for name, problem in available_backends().items():
+        if problem:
+            out[name] = f"unavailable: {problem}"
+            continue
+        sb = BACKENDS[name]()
+        sb.run("pass")
+        start = time.perf_counter()
+        for _ in range(n):
+            r = sb.run("pass")
+            assert r.ok, r
+        out[name] = (time.perf_counter() - start) / n * 1000
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", default="humaneval", choices=["humaneval", "mbpp"])
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--backend", default="bubblewrap")
+    ap.add_argument("--skip-evalplus", action="store_true")
+    ap.add_argument("--skip-mutants", action="store_true")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    from lopd_envs.sandbox import default_workers, get_sandbox
+    from lopd_envs.suites import evalplus as ep
+
+    workers = args.workers or default_workers()
+    report: dict = {"dataset": args.dataset, "workers": workers, "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="lopd-bench-") as tmp:
+        tmpdir = Path(tmp)
+        os.environ["LOPD_CACHE"] = str(tmpdir / "lopd-cache")
+        path = ep.dataset_path(args.dataset)
+        problems = ep.load_problems(args.dataset, path)
+        # evalplus's loader needs an uncompressed or .gz path; it accepts either
+        sandbox = get_sandbox(args.backend)
+        report["backend"] = sandbox.name
+        sets = {"canonical": {t: p["prompt"] + p["canonical_solution"] for t, p in problems.items()}}
+        if not args.skip_mutants:
+            sets["mutants"] = {t: mutant(p, i) for i, (t, p) in enumerate(problems.items())}
+
+        gt = ep.GroundTruth(args.dataset, path, sandbox)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(workers) as ex:
+            list(ex.map(gt.get, problems.values()))
+        report["lopd_groundtruth_s"] = time.perf_counter() - start
+        print(f"lopd expected outputs ({len(problems)} tasks, {sandbox.name}, {workers} workers): "
+              f"{report['lopd_groundtruth_s']:.1f}s", flush=True)
+
+        for name, solutions in sets.items():
+            t_lopd, ours = run_lopd(args.dataset, problems, solutions, gt, sandbox, workers)
+            entry = {"lopd_s": t_lopd, "lopd_pass_base": sum(v[0] == "pass" for v in ours.values()),
+                     "lopd_pass_plus": sum(v[0] == v[1] == "pass" for v in ours.values())}
+            print(f"[{name}] lopd: {t_lopd:.1f}s, base pass {entry['lopd_pass_base']}, "
+                  f"base+plus pass {entry['lopd_pass_plus']} of {len(ours)}", flush=True)
+            if not args.skip_evalplus:
+                if name == "canonical":  # evalplus computes (and caches) its ground truth on first use
+                    t_cold, _ = run_evalplus(args.dataset, path, solutions, tmpdir)
+                    entry["evalplus_cold_s"] = t_cold
+                    print(f"[{name}] evalplus cold (computes its expected outputs): {t_cold:.1f}s", flush=True)
+                t_ep, theirs = run_evalplus(args.dataset, path, solutions, tmpdir)
+                entry["evalplus_s"] = t_ep
+                entry["speedup_vs_evalplus"] = t_ep / t_lopd
+                entry["agreement"] = agreement(ours, theirs)
+                print(f"[{name}] evalplus: {t_ep:.1f}s -> lopd is {t_ep / t_lopd:.2f}x faster "
+                      f"(evalplus default parallelism: cpu_count//2 = {max(1, (os.cpu_count() or 2) // 2)})",
+                      flush=True)
+                print(f"[{name}] agreement: {json.dumps(entry['agreement'])}", flush=True)
+            report[name] = entry
+
+    report["per_run_ms"] = overhead()
+    bare = report["per_run_ms"]["bare python -I -S -c pass"]
+    for name, ms in report["per_run_ms"].items():
+        extra = f" (+{ms - bare:.1f} ms over bare)" if isinstance(ms, float) and "bare" not in name else ""
+        print(f"per run, {name}: {ms if isinstance(ms, str) else f'{ms:.1f} ms'}{extra}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

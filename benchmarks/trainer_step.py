@@ -1,0 +1,215 @@
+"""Time and peak memory of one LOPD update against one GRPO-style update (policy gradient only), on the same
+batch and the same model. Prints the ratios (targets: time <= 1.5x, memory <= 1.3x).
+
+    python benchmarks/trainer_step.py                       # SmolLM2-135M-Instruct, 8 trajectories
+    python benchmarks/trainer_step.py --model tiny-random --reps 2
+
+Each algorithm runs in its own fresh process (so one cannot reuse the other's allocator pages). The batch is
+synthetic but shaped like a BFCL rollout batch: ``--tasks`` tasks x ``--group`` rollouts, a chat prompt of
+about ``--prompt-tokens`` tokens and ``--completion-tokens`` sampled tokens each, half of them successful;
+LOPD retrieves J experiences per task from a bank of successful traces. Memory: on CUDA the peak allocated
+by torch during the update; on CPU the process's peak resident set during the update, sampled every 5 ms,
+reported both in total and as the increase over the resident set before the update.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class PeakRSS:
+    """Peak resident set size of this process while the block runs (a 5 ms sampling thread)."""
+
+    def __init__(self):
+        import psutil
+
+        self.proc = psutil.Process()
+        self.peak = 0
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        self.start = self.proc.memory_info().rss
+        self.peak = self.start
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.005)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
+def synthetic_batch(tokenizer, args, rng):
+    from lopd_envs.trace import Trace
+    from lopd_train import models
+    from lopd_train.rollout import Trajectory
+
+    tools = [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": "Look up a record by its identifier and return its fields. " * 2,
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer"}}}}}
+        for i in range(8)]
+    trajectories, traces = [], []
+    for task in range(args.tasks):
+        instruction = f"Task {task}: find the record of customer {task * 7} and list the orders. " * 3
+        messages = [{"role": "system", "content": "You are a helpful agent."}, {"role": "user", "content": instruction}]
+        prompt = models.encode(tokenizer, models.render_chat(tokenizer, messages, tools))
+        prompt = prompt[-args.prompt_tokens:] if len(prompt) > args.prompt_tokens else prompt
+        for g in range(args.group):
+            completion = [int(x) for x in rng.integers(3, len(tokenizer) - 1, size=args.completion_tokens - 1)]
+            completion.append(tokenizer.eos_token_id)
+            success = g % 2 == 0
+            trace = Trace(env_id="bench", task_id=f"t{task}", task=instruction, reward=float(success), success=success)
+            trace.add({"name": "tool_0", "arguments": {"id": str(task), "rollout": g}}, "{'orders': [1, 2, 3]}")
+            trajectories.append(Trajectory(
+                env_id="bench", task_id=f"t{task}", task=instruction, category="bench",
+                input_ids=prompt + completion, action_mask=[0] * len(prompt) + [1] * len(completion),
+                sample_logprobs=[0.0] * (len(prompt) + len(completion)), prompt_len=len(prompt),
+                reward=float(success), success=success, trace=trace, group=task))
+            traces.append(trace)
+    # the bank also holds other tasks' experiences (so J are retrieved for every task)
+    for k in range(args.bank_size):
+        t = Trace(env_id="bench", task_id=f"old{k}", task=f"Old task {k}: list the orders of customer {k}.",
+                  reward=1.0, success=True)
+        for s in range(4):
+            t.add({"name": f"tool_{s}", "arguments": {"id": str(k), "step": s}}, "{'orders': [4, 5, 6]} " * 3)
+        traces.append(t)
+    return trajectories, traces
+
+
+def worker(args) -> dict:
+    import numpy as np
+    import torch
+
+    from lopd_train import models
+    from lopd_train.algorithms import ALGORITHMS
+    from lopd_train.composer import student_logits
+    from lopd_train.experience import ExperienceBank, Retriever
+    from lopd_train.trainer import TrainConfig
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    device = models.default_device() if args.device == "auto" else torch.device(args.device)
+    backbone, tok = models.load_backbone(args.model, device, args.dtype)
+    cfg = TrainConfig(model=args.model, algo=args.algo, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+                      gradient_checkpointing=args.gradient_checkpointing)
+    adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
+    algo_cls = ALGORITHMS[args.algo]
+    if algo_cls.uses_bank:
+        adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha)
+    policy = models.wrap_lora(backbone, adapters)
+    if args.gradient_checkpointing:
+        policy.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    trajectories, traces = synthetic_batch(tok, args, np.random.default_rng(0))
+    bank = retriever = None
+    tmp = tempfile.TemporaryDirectory()
+    if algo_cls.uses_bank:
+        bank = ExperienceBank(Path(tmp.name) / "bank.sqlite")
+        bank.add(traces)
+        retriever = Retriever(bank)
+    algo = algo_cls(policy, tok, cfg, bank, retriever)
+    with torch.no_grad():  # the sampler's log-probs, as a rollout would have recorded them
+        for t in trajectories:
+            ids = torch.tensor(t.input_ids, device=device)
+            mask = torch.tensor(t.action_mask, device=device)
+            lp = torch.log_softmax(student_logits(policy, ids, mask).float(), -1)
+            lp = lp.gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1).cpu().tolist()
+            it = iter(lp)
+            t.sample_logprobs = [next(it) if m else 0.0 for m in t.action_mask]
+    policy.train()
+    times, peaks, increases = [], [], []
+    for rep in range(args.reps + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+        with PeakRSS() as mem:
+            t0 = time.perf_counter()
+            metrics = algo.update(trajectories)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - t0
+        if rep == 0:
+            continue  # warm-up
+        times.append(elapsed)
+        if device.type == "cuda":
+            peaks.append(torch.cuda.max_memory_allocated() / 2**20)
+            increases.append((torch.cuda.max_memory_allocated() - base) / 2**20)
+        else:
+            peaks.append(mem.peak / 2**20)
+            increases.append((mem.peak - mem.start) / 2**20)
+    tmp.cleanup()
+    return {"algo": args.algo, "seconds": statistics.median(times), "times": times, "peak_mb": max(peaks),
+            "increase_mb": max(increases), "tokens": sum(t.n_actions for t in trajectories),
+            "sequence_tokens": sum(len(t.input_ids) for t in trajectories), "device": str(device),
+            "context_fraction": metrics.get("context_fraction")}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--tasks", type=int, default=4)
+    p.add_argument("--group", type=int, default=2)
+    p.add_argument("--prompt-tokens", type=int, default=384)
+    p.add_argument("--completion-tokens", type=int, default=96)
+    p.add_argument("--bank-size", type=int, default=12)
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--reps", type=int, default=2, help="timed updates after one warm-up")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--gradient-checkpointing", action="store_true")
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--worker", choices=["lopd", "grpo"], help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        args.algo = args.worker
+        print("RESULT " + json.dumps(worker(args)), flush=True)
+        return 0
+    results = {}
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json" and not a.endswith(".json")]
+    for algo in ("grpo", "lopd"):
+        proc = subprocess.run([sys.executable, __file__, "--worker", algo, *passthrough], cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+        if proc.returncode != 0 or line is None:
+            print(proc.stderr[-3000:], file=sys.stderr)
+            return 1
+        results[algo] = json.loads(line[len("RESULT "):])
+    g, l = results["grpo"], results["lopd"]
+    summary = {"model": args.model, "batch": f"{args.tasks}x{args.group} trajectories, "
+               f"{g['sequence_tokens']} sequence tokens, {g['tokens']} sampled", "grpo": g, "lopd": l,
+               "time_ratio": l["seconds"] / g["seconds"], "peak_memory_ratio": l["peak_mb"] / g["peak_mb"],
+               "update_memory_ratio": l["increase_mb"] / max(g["increase_mb"], 1e-9)}
+    print(f"model {args.model} on {g['device']}; batch: {summary['batch']}")
+    print(f"{'':6s} {'update s':>9s} {'peak MB':>9s} {'+MB in update':>14s}")
+    for name in ("grpo", "lopd"):
+        r = results[name]
+        print(f"{name:6s} {r['seconds']:9.2f} {r['peak_mb']:9.0f} {r['increase_mb']:14.0f}")
+    print(f"LOPD/GRPO time ratio {summary['time_ratio']:.2f} (target <= 1.5); peak memory ratio "
+          f"{summary['peak_memory_ratio']:.2f} (target <= 1.3); update-only memory ratio "
+          f"{summary['update_memory_ratio']:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

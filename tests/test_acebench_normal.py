@@ -209,3 +209,17 @@ def test_structured_calls_are_rendered_in_acebench_format():
     turn = parse_action({"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"a": "中文", "b": [1]}}]})
     assert answer_text(turn) == "[f(a='中文', b=[1])]"
     assert ToolCall("f", {}).to_dict() == {"name": "f", "arguments": {}}
+
+
+def test_official_category_and_summary_arithmetic():
+    from lopd_envs.suites.acebench.summary import category_accuracy, overall
+    turns = [{"valid": True, "conversation": "c0"}, {"valid": False, "conversation": "c0"},
+             {"valid": True, "conversation": "c1"}]
+    assert category_accuracy("normal_multi_turn_user_adjust", turns) == {"accuracy": 0.5, "process_accuracy": 0.75, "total_count": 3}
+    assert category_accuracy("special_irrelevant", [{"valid": True}] * 2 + [{"valid": False}])["accuracy"] == 2 / 3
+    assert category_accuracy("agent_multi_step", [{"end_to_end": True, "process_accuracy": 1.0},
+                                                  {"end_to_end": False, "process_accuracy": 0.5}]) == {
+        "accuracy": 0.5, "process_accuracy": 0.75, "total_count": 2}
+    perfect = overall({c: 1.0 for c in NORMAL + ("special_incomplete", "special_error_param", "special_irrelevant",
+                                                 "agent_multi_step", "agent_multi_turn")})
+    assert perfect == {"normal": 1.0, "special": 1.0, "agent": 1.0, "summary": 1.0}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -18,9 +18,8 @@ class Verdict:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out.update(out.pop("extra"))
-        return out
+        """Flat and shallow (``extra`` merged in): built once per scored episode, so no deep copy."""
+        return {"valid": self.valid, "error": self.error, "error_type": self.error_type, **self.extra}
 
 
 PASS = Verdict(True)

@@ -76,7 +76,8 @@ def mutant(problem: dict, index: int) -> str:
 
 # ------------------------------------------------------------------------------------- evalplus
 
-def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path) -> tuple[float, dict]:
+def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path,
+                 parallel: int | None = None) -> tuple[float, dict]:
     """evalplus's own ``evaluate`` in a fresh interpreter (its dataset paths are read at import)."""
     samples = workdir / f"samples-{time.monotonic_ns()}.jsonl"
     with open(samples, "w") as f:
@@ -87,7 +88,7 @@ def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workd
                MBPP_OVERRIDE_PATH=str(data_file) if dataset == "mbpp" else "")
     env = {k: v for k, v in env.items() if v != ""}
     code = ("import sys; from evalplus.evaluate import evaluate; "
-            f"evaluate(dataset={dataset!r}, samples={str(samples)!r}, i_just_wanna_run=True)")
+            f"evaluate(dataset={dataset!r}, samples={str(samples)!r}, i_just_wanna_run=True, parallel={parallel!r})")
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
@@ -163,6 +164,8 @@ def main() -> None:
     ap.add_argument("--backend", default="bubblewrap")
     ap.add_argument("--skip-evalplus", action="store_true")
     ap.add_argument("--skip-mutants", action="store_true")
+    ap.add_argument("--evalplus-parallel", type=int, default=None,
+                    help="also time evalplus with this many workers (its default is cpu_count // 2)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -211,6 +214,11 @@ def main() -> None:
                       f"(evalplus default parallelism: cpu_count//2 = {max(1, (os.cpu_count() or 2) // 2)})",
                       flush=True)
                 print(f"[{name}] agreement: {json.dumps(entry['agreement'])}", flush=True)
+                if args.evalplus_parallel:
+                    t_par, _ = run_evalplus(args.dataset, path, solutions, tmpdir, args.evalplus_parallel)
+                    entry[f"evalplus_parallel{args.evalplus_parallel}_s"] = t_par
+                    print(f"[{name}] evalplus --parallel {args.evalplus_parallel}: {t_par:.1f}s -> lopd is "
+                          f"{t_par / t_lopd:.2f}x faster", flush=True)
             report[name] = entry
 
     report["per_run_ms"] = overhead()

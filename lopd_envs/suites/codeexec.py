@@ -152,6 +152,16 @@ class Group:
     inputs: Sequence[Any]
     time_limits: Sequence[float] | None = None
     budget: float | None = None
+    encoded: str | None = None  # the inputs already encoded (see ``encode_inputs``), reused across runs
+
+    def inputs_json(self) -> str:
+        return self.encoded if self.encoded is not None else encode_inputs(self.inputs)
+
+
+def encode_inputs(inputs: Sequence[Any]) -> str:
+    """The JSON of a list of argument lists (an argument tuple is sent as a list: it is splatted anyway)."""
+    return json.dumps([valuecodec.encode(list(x) if isinstance(x, tuple) else x) for x in inputs],
+                      separators=(",", ":"))
 
 
 @dataclass
@@ -177,11 +187,12 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     """Run ``code``'s ``entry_point`` on every group's inputs in one sandboxed process."""
     request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
                "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
-               "groups": [{"name": g.name, "inputs": [valuecodec.encode(list(x) if isinstance(x, tuple) else x)
-                                                      for x in g.inputs],
+               "groups": [{"name": g.name, "inputs": "@INPUTS%d@" % k,
                            "time_limits": list(g.time_limits) if g.time_limits is not None else None,
-                           "budget": g.budget} for g in groups]}
+                           "budget": g.budget} for k, g in enumerate(groups)]}
     payload = json.dumps(request, separators=(",", ":"))
+    for k, g in enumerate(groups):  # splice in the (cached) encoded inputs without re-encoding them
+        payload = payload.replace(f'"@INPUTS{k}@"', g.inputs_json(), 1)
     result = sandbox.run(harness_source(), stdin=payload, timeout=timeout, memory_limit=memory,
                          output=256 * MiB, stack=memory if guard else None, processes=64)
     return FunctionRun(parse_records(result.stdout, [g.name for g in groups]), result)
@@ -193,7 +204,7 @@ def parse_records(stdout: str, names: Sequence[str]) -> dict[str, GroupOutcome]:
     groups = {n: GroupOutcome() for n in names}
     for line in stdout.splitlines():
         try:
-            rec = json.loads(line)
+            rec = valuecodec.loads(line)
             g = groups.get(rec.get("g"))
         except (ValueError, AttributeError, TypeError, RecursionError):
             continue
@@ -213,9 +224,9 @@ def parse_records(stdout: str, names: Sequence[str]) -> dict[str, GroupOutcome]:
                 if "err" in rec:
                     g.errors[i] = str(rec["err"])
                 elif "v" in rec:
-                    g.outputs[i] = valuecodec.decode(rec["v"])
+                    g.outputs[i] = rec["v"]
                     if "s" in rec:
-                        g.as_sets[i] = valuecodec.decode(rec["s"])
+                        g.as_sets[i] = rec["s"]
                     if isinstance(rec.get("t"), (int, float)):
                         g.times[i] = float(rec["t"])
         except (ValueError, TypeError, KeyError, RecursionError, IndexError):

@@ -38,7 +38,7 @@ import numpy as np
 from lopd_envs import assets
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, select
 from lopd_envs.sandbox import Sandbox, get_sandbox
-from lopd_envs.suites.codeexec import (FunctionRun, Group, GroupOutcome, defines, extract_code,
+from lopd_envs.suites.codeexec import (FunctionRun, Group, GroupOutcome, defines, encode_inputs, extract_code,
                                        fenced_blocks, run_function_tests)
 from lopd_envs.tools import AssistantTurn
 from lopd_envs.trace import compact
@@ -148,9 +148,8 @@ class GroundTruth:
     def _load(self, problem: dict) -> Oracle | None:
         from lopd_envs.suites import valuecodec
         try:
-            data = json.loads(self._file(problem["task_id"]).read_text())
-            return Oracle([valuecodec.decode(x) for x in data["base"]], data["base_time"],
-                          [valuecodec.decode(x) for x in data["plus"]], data["plus_time"])
+            data = valuecodec.loads(self._file(problem["task_id"]).read_text())
+            return Oracle(data["base"], data["base_time"], data["plus"], data["plus_time"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -296,7 +295,8 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
     groups = []
     for name in names:
         limits = time_limits(getattr(oracle, f"{name}_time"))
-        groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits)))
+        groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits),
+                            encoded_inputs(problem, name)))
     total_timeout = sum(g.budget for g in groups) + 2.0
     run: FunctionRun = run_function_tests(
         sandbox, solution, problem["entry_point"], groups, guard=True,
@@ -317,6 +317,19 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
     details["plus_status"] = verdicts["plus"].status if "plus" in verdicts else None
     details["passed"] = all(v.status == "pass" for v in verdicts.values())
     return details
+
+
+_encoded_lock = threading.Lock()
+
+
+def encoded_inputs(problem: dict, group: str) -> str:
+    """A task's inputs encoded once and kept with the problem: every solution of the task reuses them."""
+    key = f"_lopd_{group}_input_json"
+    if key not in problem:
+        text = encode_inputs(problem[f"{group}_input"])
+        with _encoded_lock:
+            problem.setdefault(key, text)
+    return problem[key]
 
 
 def solution_from_answer(problem: dict, text: str) -> str:

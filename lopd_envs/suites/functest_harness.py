@@ -103,7 +103,7 @@ def _guard(memory):
 def _main():
     import json
 
-    request = json.loads(_sys.stdin.buffer.read())
+    request = json.loads(_sys.stdin.buffer.read(), object_hook=_hook)  # inputs arrive as values
     out_fd = _os.dup(1)
     devnull = _os.open("/dev/null", _os.O_RDWR)
     _os.dup2(devnull, 0)
@@ -119,7 +119,7 @@ def _main():
     code, entry_point = request["code"], request["entry_point"]
     for group in request["groups"]:
         name = group["name"]
-        inputs = [decode(x) for x in group["inputs"]]
+        inputs = group["inputs"]
         limits = group.get("time_limits") or [None] * len(inputs)
         budget = group.get("budget")
         namespace = {}

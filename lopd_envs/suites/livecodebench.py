@@ -240,7 +240,7 @@ def _in_process(problem: dict, code: str, sandbox: Sandbox, timeout: int) -> tup
         meta["sandbox_error"] = run.error
     for line in run.stdout.splitlines():
         try:
-            rec = json.loads(line)
+            rec = valuecodec.loads(line)
         except ValueError:
             continue
         if not isinstance(rec, dict):
@@ -260,7 +260,7 @@ def _in_process(problem: dict, code: str, sandbox: Sandbox, timeout: int) -> tup
                              "error": compact(str(rec["err"]), 200), "inputs": compact(problem["inputs"][i], 200)}
         if problem["kind"] == "functional":
             try:
-                ok = functional_matches(valuecodec.decode(rec.get("v")), problem["outputs"][i])
+                ok = functional_matches(rec.get("v"), problem["outputs"][i])
             except Exception:  # noqa: BLE001
                 ok = False
             why = "Wrong Answer"

@@ -37,9 +37,14 @@ class Opaque:
         return f"<opaque {self.type_name}>"
 
 
+_FLAT = (str, float, bool, type(None))
+
+
 def encode(x, depth=0):
     """A JSON-able tree for ``x``; exact types only (subclasses become opaque)."""
     t = type(x)
+    if t is list and all(type(i) in _FLAT or (type(i) is int and -_BIG < i < _BIG) for i in x):
+        return x  # fast path: a flat list of scalars is its own encoding
     if x is None or t is bool or t is str or t is float:
         return x
     if t is int:
@@ -66,22 +71,31 @@ def encode(x, depth=0):
 
 
 def decode(x):
-    """Inverse of :func:`encode`; builds builtin values only."""
+    """Inverse of :func:`encode` for a parsed JSON tree; builds builtin values only."""
     if isinstance(x, list):
         return [decode(i) for i in x]
     if not isinstance(x, dict):
         return x
+    return _build(x, decode)
+
+
+def _same(x):
+    return x
+
+
+def _build(x, child):
+    """The value of one tagged object; ``child`` decodes its parts (identity when they already are values)."""
     tag, v = x.get("$"), x.get("v")
     if tag == "int":
         return int(v, 16)
     if tag == "tuple":
-        return tuple(decode(i) for i in v)
+        return tuple(child(i) for i in v)
     if tag == "set":
-        return {decode(i) for i in v}
+        return {child(i) for i in v}
     if tag == "frozenset":
-        return frozenset(decode(i) for i in v)
+        return frozenset(child(i) for i in v)
     if tag == "dict":
-        items = [(decode(k), decode(val)) for k, val in v]
+        items = [(child(k), child(val)) for k, val in v]
         kind = x.get("c")
         if kind == "Counter":
             return collections.Counter(dict(items))
@@ -99,9 +113,16 @@ def decode(x):
     return Opaque(str(v))
 
 
+def _hook(d):
+    """``json.loads`` object hook: tagged objects become values as the C parser builds the tree (children
+    first), so decoding costs no Python recursion. Untagged objects (a request's own fields) stay dicts."""
+    return _build(d, _same) if "$" in d else d
+
+
 def dumps(x):
     return json.dumps(encode(x), separators=(",", ":"))
 
 
 def loads(text):
-    return decode(json.loads(text))
+    """Parse JSON text holding encoded values (anywhere in it) straight into values."""
+    return json.loads(text, object_hook=_hook)

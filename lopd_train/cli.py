@@ -128,6 +128,7 @@ def eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy decoding")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature with --sample")
     p.add_argument("--tool-syntax", default="hermes", help="tool-call syntax asked for: hermes or python")
+    p.add_argument("--tool-prompt", default="auto", help="tools in our system prompt: auto, always, never")
     p.add_argument("--device", default="auto", help="torch device")
     p.add_argument("--dtype", default="auto", help="weights dtype")
     p.add_argument("--out", default="eval_results.json", help="JSON output (a PNG chart is written beside it)")
@@ -146,7 +147,7 @@ def eval_main(argv: list[str] | None = None) -> int:
     policy, tok = evaluation.load_for_eval(args.model, args.adapter, args.device, args.dtype)
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                               greedy=not args.sample, max_sequence_tokens=args.max_sequence_tokens,
-                              tool_syntax=args.tool_syntax)
+                              tool_syntax=args.tool_syntax, tool_prompt=args.tool_prompt)
     kwargs = json.loads(args.env_kwargs)
     cats = args.category.split(",")
     kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)

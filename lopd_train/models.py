@@ -332,9 +332,20 @@ def with_tool_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     return messages
 
 
+def tools_already_listed(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
+    """Whether the env's own prompt already lists every tool (BFCL's and ACEBench's prompts do)."""
+    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("system", "user"))
+    names = [t.get("function", t).get("name", "") for t in tools]
+    return bool(names) and all(n and n in text for n in names)
+
+
 def render_chat(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                add_generation_prompt: bool = True, tool_syntax: str = "hermes") -> str:
-    """Chat text through the tokenizer's template; tools natively when the template supports them."""
+                add_generation_prompt: bool = True, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> str:
+    """Chat text through the tokenizer's template; tools natively when the template supports them, else in
+    our system prompt. ``tool_prompt``: "auto" (skip it when the env's prompt already lists the tools),
+    "always" or "never"."""
+    if tool_prompt == "never" or (tool_prompt == "auto" and tools and tools_already_listed(messages, tools)):
+        tools = None
     if tools and template_supports_tools(tokenizer):
         return tokenizer.apply_chat_template([_clean(m) for m in messages], tools=tools, tokenize=False,
                                              add_generation_prompt=add_generation_prompt)

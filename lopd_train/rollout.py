@@ -33,6 +33,7 @@ class SamplingConfig:
     greedy: bool = False
     max_sequence_tokens: int = 2048
     tool_syntax: str = "hermes"
+    tool_prompt: str = "auto"
 
 
 @dataclass
@@ -135,7 +136,8 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
         meta = []
         for ep, (obs, info) in zip(live, starts):
             tools = info.get("tools") or []
-            ep.ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax))
+            ep.ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax,
+                                                                    tool_prompt=cfg.tool_prompt))
             ep.mask = [0] * len(ep.ids)
             ep.logps = [0.0] * len(ep.ids)
             meta.append((obs, info, tools, len(ep.ids)))

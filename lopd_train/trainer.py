@@ -73,6 +73,8 @@ class TrainConfig:
     temperature: float = knob(1.0, "sampling temperature (pure sampling: no top-k/top-p, so log-probs are exact)")
     max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
     tool_syntax: str = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
+    tool_prompt: str = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
+                                    "auto (unless the env's prompt already lists them), always, never")
     # -- LOPD
     top_j: int = knob(3, "J: experiences retrieved per task")
     num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
@@ -109,7 +111,8 @@ class TrainConfig:
 
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax)
+                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
+                              tool_prompt=self.tool_prompt)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -93,3 +93,12 @@ def test_episode_over_the_token_budget_stops_unscored(tiny):
     envs = make_envs("lopd-test/Coin-v0", 1, category="all")
     (t,) = run_episodes(model, tok, envs, ["heads_0"], SamplingConfig(max_new_tokens=8, max_sequence_tokens=10))
     assert t.truncated and t.turns == 1 and t.reward == 0.0 and not t.success
+
+
+def test_no_second_tool_listing_when_the_env_prompt_already_has_one(tiny):
+    _, tok = tiny
+    tools = [{"type": "function", "function": {"name": "math.factorial", "description": "d", "parameters": {}}}]
+    msgs = [{"role": "system", "content": "Here is a list of functions: [{'name': 'math.factorial'}]"},
+            {"role": "user", "content": "5!"}]
+    assert "You may call" not in models.render_chat(tok, msgs, tools)
+    assert "You may call" in models.render_chat(tok, msgs, tools, tool_prompt="always")

@@ -196,7 +196,7 @@ class AgentEnv(gym.Env):
             reward = float(score.reward)
             self._trace.reward, self._trace.success = reward, score.succeeded
             info["score"] = score.details
-            info["trace"] = copy.deepcopy(self._trace)
+            info["trace"].reward, info["trace"].success = reward, score.succeeded  # already a copy
         return copy.deepcopy(reaction.observation), reward, terminated, truncated, info
 
     def render(self) -> str | None:

@@ -8,6 +8,7 @@ because it is what a later policy should learn to reproduce.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -58,6 +59,13 @@ class Trace:
     reward: float = 0.0
     success: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Trace":
+        """Field by field: envs copy the trace into every step's ``info``, and the generic dataclass path
+        of :func:`copy.deepcopy` was the largest cost of a single-turn step."""
+        steps = [TraceStep(copy.deepcopy(s.action, memo), s.result, s.error) for s in self.steps]
+        return Trace(self.env_id, self.task_id, self.task, self.category, steps, self.reward, self.success,
+                     copy.deepcopy(self.metadata, memo))
 
     def add(self, action: dict[str, Any], result: str = "", error: bool = False) -> None:
         self.steps.append(TraceStep(dict(action), compact(result) if result else "", error))

@@ -6,7 +6,8 @@ agent, an execution role and, for ``agent_multi_turn``, a simulated user; any me
 second that contains ``"finish conversation"`` ends the episode. The official prompt re-sends the
 whole history as text each turn; here the opening observation is exactly that first prompt and later
 observations are the new messages (tool results, user replies). :meth:`AgentEpisode.official_prompt`
-renders the official text at any point.
+renders the official text at any point (in ``agent_multi_step`` that text never shows the agent its own
+earlier messages, only the execution results, as upstream).
 """
 
 from __future__ import annotations
@@ -96,7 +97,10 @@ class AgentEpisode(Episode):
     def official_prompt(self) -> tuple[str, str]:
         """The (system, user) prompt ACEBench's agent would receive now."""
         q = self.row.question
-        history = "".join(prompts.history_line(s, m, self.task.category) for s, m in self.history)
+        # the official multi-step scene adds a message to the prompt text only when the agent is next to
+        # speak, i.e. only the user's question and execution results: the agent never sees its own calls
+        shown = [(s, m) for s, m in self.history if not (self.task.category == "agent_multi_step" and s == "agent")]
+        history = "".join(prompts.history_line(s, m, self.task.category) for s, m in shown)
         return (prompts.agent_system_prompt(self.task.category, q["involved_classes"], self.row.language),
                 prompts.agent_user_prompt(self.task.category, q["function"], history, self.row.language))
 

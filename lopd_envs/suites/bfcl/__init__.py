@@ -5,6 +5,11 @@ Modules, one job each: :mod:`.data` (files and categories), :mod:`.prompts` (wha
 :mod:`.ast_checker` (single-turn rules), :mod:`.single_turn` (single-turn verdicts), :mod:`.api` (the
 simulated APIs and running calls on them), :mod:`.multi_turn` (the multi-turn checker), :mod:`.env`.
 
+Answers are read as the harness reads them: text with its prompting decoder (the ``[f(a=1)]`` syntax the
+official system prompt asks for), and calls given as data (a message's ``tool_calls``, ``<tool_call>`` blocks
+or JSON text) as its function-calling (FC) handlers read them. Tools are offered and accepted under the
+dataset's names and under sanitised names (dots to underscores), mapped back before scoring.
+
 Scoring modes. ``official`` (default) gives the official checker's verdict, quirks included. ``strict``
 departs from it where the official behaviour is plainly wrong; each deviation:
 

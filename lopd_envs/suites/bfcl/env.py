@@ -97,11 +97,17 @@ def _category_tasks(category: str, data_dir: str | None, source: str) -> tuple[T
 # ------------------------------------------------------------------------------ decoding an action
 
 
+def is_fc(turn: AssistantTurn) -> bool:
+    """Calls given as structured data (a message's ``tool_calls``, ``<tool_call>`` or JSON text) are read
+    as an FC model's; everything else, ``[]`` included, with the prompting decoder."""
+    return turn.syntax == "structured" or (turn.syntax in _FC_SYNTAXES and bool(turn.tool_calls))
+
+
 def decode_action(turn: AssistantTurn, item: BFCLItem, strict: bool) -> tuple[Any, str | None]:
     """``(decoded, None)`` or ``(None, reason)``: structured and JSON calls as an FC model's, text with the
     harness's prompting decoder for the task's language. Names are mapped back to the dataset's spelling."""
     names = item.names
-    if turn.syntax in _FC_SYNTAXES:
+    if is_fc(turn):
         if turn.parse_error:
             return None, turn.parse_error
         return decode_structured([(names.resolve(c.name), c.arguments) for c in turn.tool_calls]), None
@@ -162,7 +168,7 @@ class MultiTurnEpisode(Episode):
         if error is not None:
             return [], [], error
         try:
-            if turn.syntax in _FC_SYNTAXES:
+            if is_fc(turn):
                 pairs = [next(iter(c.items())) for c in decoded]
                 strings = fc_execution_strings(pairs)
             else:

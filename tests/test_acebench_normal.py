@@ -3,8 +3,6 @@ checker's quirks are reproduced while ``strict`` fixes them."""
 
 from __future__ import annotations
 
-import random
-
 import gymnasium as gym
 import pytest
 
@@ -170,18 +168,19 @@ def test_decoder_reproduces_the_harness_quirks_without_eval():
     assert decode_answer("[f(1, a=3*60)]") == [{"f": {"a": 180}}]  # positional arguments are dropped
     # a call used as a value is only named, never run; arithmetic on anything but literals is refused
     assert decode_answer("[f(a=__import__('os').getcwd())]") == [{"f": {"a": {"getcwd": {}}}}]
-    for bad in ("f(a=1)", "[f(a=__import__('os').system('true')+1)]", "[f(a={1, 2})]", "[f(a=x.y)]", "[f(a=9**9**9)]", "[1]"):
+    for bad in ("f(a=1)", "[f(a=__import__('os').system('true')+1)]", "[f(a={1, 2})]", "[f(a=x.y)]", "[f(a=9**9**9)]", "[1]",
+                "[f(a=((((9**64)**64)**64)**64))]"):
         with pytest.raises(DecodeError):
             decode_answer(bad)
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])
-def test_env_reset_step_replays_sampled_gold_answers_as_text_and_as_structured_calls(language):
-    """The whole path (prompt, action parsing, scoring, reward) on a sample of every normal category."""
+def test_env_reset_step_replays_every_gold_answer_as_text_and_as_structured_calls(language):
+    """The whole path (prompt, action parsing, scoring, reward) on every normal row."""
     env = gym.make("lopd/ACEBench-v0", category="normal", language=language, scoring="strict")
     tasks = [t for t in env.unwrapped.tasks if (language, t.category) not in GOLD_ERRORS or
              t.task_id not in GOLD_ERRORS[(language, t.category)]]
-    for task in random.Random(0).sample(tasks, 40):
+    for task in tasks:
         row = task.data
         text = gold_answer(row.gold, row.question["function"])
         env.reset(options={"task_id": task.task_id})

@@ -30,6 +30,7 @@ class DecodeError(ValueError):
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _MAX_SEQUENCE = 10_000
+_MAX_INT_BITS = 100_000
 
 
 def _arith(node: ast.AST) -> Any:
@@ -44,7 +45,8 @@ def _arith(node: ast.AST) -> Any:
         return -value if isinstance(node.op, ast.USub) else (+value if isinstance(node.op, ast.UAdd) else not value)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _arith(node.left), _arith(node.right)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64:
+        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and (
+                abs(right) > 64 or (isinstance(left, int) and abs(left).bit_length() * abs(right) > _MAX_INT_BITS)):
             raise DecodeError("exponent too large to evaluate")
         if isinstance(node.op, ast.Mult) and any(isinstance(v, (str, list, tuple)) for v in (left, right)):
             count = right if isinstance(left, (str, list, tuple)) else left
@@ -52,9 +54,12 @@ def _arith(node: ast.AST) -> Any:
             if isinstance(count, int) and count * len(seq) > _MAX_SEQUENCE:
                 raise DecodeError("sequence repetition too large to evaluate")
         try:
-            return _BINOPS[type(node.op)](left, right)
+            result = _BINOPS[type(node.op)](left, right)
         except Exception as exc:  # ZeroDivisionError, TypeError: eval would raise too
             raise DecodeError(f"{type(exc).__name__}: {exc}") from None
+        if isinstance(result, int) and result.bit_length() > _MAX_INT_BITS:
+            raise DecodeError("integer too large to evaluate")
+        return result
     raise DecodeError(f"cannot evaluate {type(node).__name__} in a binary operation")
 
 

@@ -48,7 +48,10 @@ def _content(result: Any) -> str:
 class SingleTurnEpisode(Episode):
     """A normal or special row: the first answer is scored and ends the episode."""
 
-    verdict: Verdict | None = None
+    def __init__(self, env: Any, task: Any):
+        super().__init__(env, task)
+        self.verdict: Verdict | None = None
+        self.answer = ""
 
     @property
     def row(self) -> Row:
@@ -70,7 +73,7 @@ class SingleTurnEpisode(Episode):
     def score(self) -> Score:
         if self.verdict is None:
             return Score(0.0, {"valid": False, "error": "no answer", "scoring": self.env.scoring})
-        details = {**self.verdict.to_dict(), "answer": getattr(self, "answer", ""), "scoring": self.env.scoring}
+        details = {**self.verdict.to_dict(), "answer": self.answer, "scoring": self.env.scoring}
         details.pop("calls", None)
         if self.task.category.startswith("normal_multi_turn"):
             details["conversation"] = self.task.task_id.rsplit("_", 1)[0]  # official accuracy is per conversation

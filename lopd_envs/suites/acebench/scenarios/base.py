@@ -45,6 +45,7 @@ class Scenario:
 
 class BaseApi(Scenario):
     SAVED = ("wifi", "logged_in")
+    TEXT: ClassVar[dict[str, dict[str, str]]] = TEXT
 
     def __init__(self, language: str = "en"):
         super().__init__(language)
@@ -61,8 +62,6 @@ class BaseApi(Scenario):
     @property
     def _text(self) -> dict[str, str]:
         return self.TEXT[self._language]
-
-    TEXT: ClassVar[dict[str, dict[str, str]]] = TEXT
 
     def turn_on_wifi(self) -> dict[str, Any]:
         """Turn on WiFi connection."""

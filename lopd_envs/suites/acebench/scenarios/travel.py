@@ -150,7 +150,7 @@ class Travel(Scenario):
         return {level: {economy: eco, business: biz} for level, (eco, biz) in FREE_BAGS.items()}
 
     # -- queries -----------------------------------------------------------------------------------
-    def get_flight_details(self, origin: str = None, destination: str = None) -> Any:
+    def get_flight_details(self, origin: str | None = None, destination: str | None = None) -> Any:
         """Flights filtered by origin and/or destination."""
         flights = [f for f in self.flights if (not origin or f["origin"] == origin)
                    and (not destination or f["destination"] == destination)]
@@ -165,7 +165,7 @@ class Travel(Scenario):
             return {k: v for k, v in user.items() if k != "password"}
         return {"status": "error", "message": self._text["bad_login"]}
 
-    def get_reservation_details(self, reservation_id: str = None, user_id: str = None) -> Any:
+    def get_reservation_details(self, reservation_id: str | None = None, user_id: str | None = None) -> Any:
         """Reservations by reservation id (preferred) or user id, each with its flight's details."""
         if reservation_id:
             found = [r for r in self.reservations if r["reservation_id"] == reservation_id]
@@ -232,8 +232,8 @@ class Travel(Scenario):
                                   "payment_method": payment_method, "cabin": cabin, "baggage": baggage_count})
         return self._text["booked"].format(reservation_id=reservation_id, total=total)
 
-    def modify_flight(self, user_id: str, reservation_id: str, new_flight_no: str = None, new_cabin: str = None,
-                      add_baggage: int = 0, new_payment_method: str = None) -> str:
+    def modify_flight(self, user_id: str, reservation_id: str, new_flight_no: str | None = None, new_cabin: str | None = None,
+                      add_baggage: int = 0, new_payment_method: str | None = None) -> str:
         """Change a reservation's flight (same route), cabin (paying or refunding the difference) or
         add bags (paying beyond the free allowance)."""
         text = self._text

@@ -222,3 +222,16 @@ def test_official_category_and_summary_arithmetic():
     perfect = overall({c: 1.0 for c in NORMAL + ("special_incomplete", "special_error_param", "special_irrelevant",
                                                  "agent_multi_step", "agent_multi_turn")})
     assert perfect == {"normal": 1.0, "special": 1.0, "agent": 1.0, "summary": 1.0}
+
+
+def test_structured_calls_may_use_sanitised_tool_names():
+    """With ``sanitize_tool_names=True`` the schemas say ``ai_assistantModelSelector``; a structured call
+    under that name is scored under the dataset's ``ai.assistantModelSelector``."""
+    from lopd_envs.suites.acebench.episodes import answer_text
+    from lopd_envs.tools import ToolNames, parse_action
+    env = gym.make("lopd/ACEBench-v0", category="normal_atom_bool", sanitize_tool_names=True)
+    _, info = env.reset(options={"task_id": "normal_atom_bool_0"})
+    assert "ai_assistantModelSelector" in {t["function"]["name"] for t in info["tools"]}
+    turn = parse_action({"role": "assistant", "content": "",
+                         "tool_calls": [{"name": "ai_assistantModelSelector", "arguments": {"a": 1}}]})
+    assert answer_text(turn, ToolNames(["ai.assistantModelSelector"])) == "[ai.assistantModelSelector(a=1)]"

@@ -26,7 +26,7 @@ from lopd_envs.suites.acebench.normal import score_normal
 from lopd_envs.suites.acebench.special import score_special
 from lopd_envs.suites.acebench.users import InstructionUser
 from lopd_envs.suites.acebench.verdict import Verdict
-from lopd_envs.tools import AssistantTurn, render_python_calls
+from lopd_envs.tools import AssistantTurn, ToolCall, ToolNames, render_python_calls
 from lopd_envs.trace import compact
 
 FINISH = prompts.FINISH
@@ -34,10 +34,12 @@ ASK_NOTHING = "Please do not ask me any questions, use the known conditions to s
 _CALL_LIKE = re.compile(r"\[.*\]")
 
 
-def answer_text(turn: AssistantTurn) -> str:
-    """The text ACEBench scores: the model's own text, or structured calls written as ``[f(a=1)]``."""
+def answer_text(turn: AssistantTurn, names: ToolNames | None = None) -> str:
+    """The text ACEBench scores: the model's own text, or structured calls written as ``[f(a=1)]`` under
+    their dataset names (a structured call may use the sanitised name the tool schema offered)."""
     if turn.syntax == "structured" and turn.tool_calls:
-        return render_python_calls(turn.tool_calls)
+        calls = [ToolCall(names.resolve(c.name) if names else c.name, c.arguments) for c in turn.tool_calls]
+        return render_python_calls(calls)
     return turn.text
 
 
@@ -61,7 +63,7 @@ class SingleTurnEpisode(Episode):
         return prompts.single_turn_messages(self.row.question, self.task.category, self.row.language)
 
     def act(self, turn: AssistantTurn) -> Reaction:
-        text = answer_text(turn)
+        text = answer_text(turn, self.env.tool_names(self.task))
         category, mode = self.task.category, self.env.scoring
         if category.startswith("special"):
             self.verdict = score_special(text, self.row.gold, category, mode)
@@ -153,7 +155,7 @@ class MultiStepEpisode(AgentEpisode):
         self.history.append(("user", self.row.question["question"]))
 
     def act(self, turn: AssistantTurn) -> Reaction:
-        text = answer_text(turn)
+        text = answer_text(turn, self.env.tool_names(self.task))
         if self._tick("agent", text):
             return Reaction([], done=True)
         try:
@@ -193,7 +195,7 @@ class MultiTurnEpisode(AgentEpisode):
         return decode_agent_message(text, non_calls="skip")
 
     def act(self, turn: AssistantTurn) -> Reaction:
-        text = answer_text(turn)
+        text = answer_text(turn, self.env.tool_names(self.task))
         calls = self._for_execution(text)
         if self._tick("agent", text):
             return Reaction([], done=True)

@@ -13,8 +13,13 @@ Python does). Where the harness calls ``eval`` (binary operators), we evaluate l
 size limits; anything else fails to decode as the harness would for a name it cannot resolve.
 
 Java and JavaScript answers are read by a small scanner instead of tree-sitter (a dependency whose pins
-conflict with ours). It yields the same values for well-formed calls: each keyword argument's source text,
-with the quotes of a top-level string literal removed, then handed to the per-language type converters.
+conflict with ours). It yields the same values: each keyword argument's source text, with the quotes of a
+top-level string literal removed (escapes kept, as tree-sitter keeps them), Java expressions re-spaced as
+tree-sitter's traversal prints them, and it rejects the malformed arguments models write (bare words with
+spaces, URLs, ``a:b``). Checked against tree-sitter on 477 call texts (every Java/JavaScript ground truth,
+quoted and unquoted, and edge cases): 467 agree; the rest are tree-sitter error-recovery artefacts (a short
+Java call without ``;`` such as ``foo(a=1)`` is rejected by it, ``foo(a=1, b=2)`` is not) and JavaScript
+regular-expression literals (``/var/log/db.log``), which the scanner rejects.
 """
 
 from __future__ import annotations
@@ -174,6 +179,7 @@ def _apply(op: Any, *values: Any) -> Any:
 _CALLEE = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\s*\.\s*[A-Za-z_$][\w$]*)*)\s*\(")
 _ASSIGN = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*=(?!=)\s*(.*)$", re.S)
 _OPEN, _CLOSE = "([{", ")]}"
+_GENERIC = re.compile(r"<\s*(?:[A-Z?][\w$.?]*(?:\s*(?:extends|super)\s*[\w$.]+)?\s*(?:,\s*)?)*(?=[\w\s,<>?.]*>)")
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -192,8 +198,12 @@ def _split_top_level(text: str) -> list[str]:
         elif ch in _OPEN:
             depth.append(ch)
         elif ch in _CLOSE:
-            if not depth or _OPEN.index(depth.pop()) != _CLOSE.index(ch):
+            if not depth or depth[-1] == "<" or _OPEN.index(depth.pop()) != _CLOSE.index(ch):
                 raise DecodeError("unbalanced brackets")
+        elif ch == "<" and _GENERIC.match(text, i):
+            depth.append("<")
+        elif ch == ">" and depth and depth[-1] == "<":
+            depth.pop()
         elif ch == "," and not depth:
             parts.append(text[start:i])
             start = i + 1
@@ -230,13 +240,101 @@ def _is_quoted(value: str, quotes: str) -> bool:
     return len(value) >= 2 and value[0] in quotes and value[-1] == value[0]
 
 
+_TOKEN = re.compile(r"""
+    (?P<str>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|`(?:\\.|[^`\\])*`)
+  | (?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[a-zA-Z_$]*)
+  | (?P<id>[A-Za-z_$][\w$]*)
+  | (?P<comment>//|/\*)
+  | (?P<op>\+\+|--|::|[-+*/%=<>!&|^~?:.,;()\[\]{}])
+  | (?P<space>\s+)
+  | (?P<bad>.)""", re.X | re.S)
+_PREFIX_WORDS = {"new", "typeof", "instanceof", "void", "delete", "in", "of", "await", "return"}
+_OPERAND_END = {"str", "num", "id"}
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    return [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text) if m.lastgroup != "space"]
+
+
+def _valid_expression(text: str, language: str) -> bool:
+    """Would tree-sitter read ``text`` as one expression without an ERROR node? An approximation that
+    rejects what models actually write wrongly: bare words with spaces (``LED TV``), URLs and paths
+    (``//`` starts a comment, a leading ``/``), ``@``/``#``, ``a:b`` outside an object or ``?:``, and
+    numbers with letters (``3.5f`` is Java only, ``12n`` JavaScript only)."""
+    tokens = _tokens(text)
+    if not tokens:
+        return False
+    previous: tuple[str, str] | None = None
+    depth_braces, ternaries = 0, 0
+    for kind, value in tokens:
+        if kind in ("bad", "comment"):
+            return False
+        if kind == "str" and language == "Java" and value[0] == "`":
+            return False
+        if kind == "num":
+            suffix = re.sub(r"^[\d.]+(?:[eE][+-]?\d+)?", "", value)
+            allowed = ("", "f", "F", "d", "D", "l", "L") if language == "Java" else ("", "n")
+            if suffix not in allowed:
+                return False
+        binary_only = kind == "op" and value in "*/%=&|^?:.,;>)]}"
+        if binary_only and (previous is None or previous[1] in ("(", "[", "{", ",")) and value not in ")]}":
+            return False
+        if previous is not None:
+            p_kind, p_value = previous
+            ends = p_kind in _OPERAND_END or p_value in (")", "]")
+            starts = kind in _OPERAND_END
+            if ends and starts and p_value not in _PREFIX_WORDS and value not in _PREFIX_WORDS:
+                return False
+        if value == "{":
+            depth_braces += 1
+        elif value == "}":
+            depth_braces -= 1
+        elif value == "?":
+            ternaries += 1
+        elif value == "::" and language != "Java":
+            return False
+        elif value == ":":
+            if ternaries:
+                ternaries -= 1
+            elif depth_braces <= 0:
+                return False
+        previous = (kind, value)
+    return not (previous[0] == "op" and previous[1] not in (")", "]", "}", "++", "--"))
+
+
 def _java_value(value: str) -> str:
+    """The text tree-sitter's traversal gives for a Java argument: a top-level string literal without
+    quotes; identifiers, method invocations and field names as written; an object creation as
+    ``new Type(args)`` (its anonymous class body dropped); other expressions as their tokens joined
+    without spaces (array initialisers included)."""
     value = value.strip()
     if _is_quoted(value, "\"'"):
         return value[1:-1]
-    if re.fullmatch(r"[\w$.]+(\s*\(.*\))?", value, re.S) or value.startswith("new "):
+    if re.fullmatch(r"[\w$.]+(\s*\(.*\))?", value, re.S) and not value.startswith("new"):
         return value
-    return re.sub(r"\s+", "", value)  # tree-sitter joins the tokens of other expressions
+    creation = re.match(r"new\s+([\w$.]+(?:\s*<[^()]*>)?)\s*\((.*?)\)\s*(\{.*\})?$", value, re.S)
+    if creation and "[" not in creation.group(1):
+        args = [_java_value_nested(a) for a in _split_top_level(creation.group(2))] if creation.group(2).strip() else []
+        return f"new {_squash(creation.group(1))}({', '.join(args)})"
+    array = re.match(r"new\s+([\w$.<>]+)\s*\[\s*\]\s*(\{.*\})$", value, re.S)
+    if array:
+        inner = array.group(2)[1:-1]
+        items = [_java_value_nested(e) for e in _split_top_level(inner)] if inner.strip() else []
+        return f"new {array.group(1)}[]{{{','.join(items)}}}"
+    return _squash(value)
+
+
+def _java_value_nested(value: str) -> str:
+    value = value.strip()
+    return value if _is_quoted(value, "\"'") else _java_value(value)
+
+
+def _squash(text: str) -> str:
+    """Tokens joined without whitespace, except after ``new`` (string literals kept whole)."""
+    out = []
+    for kind, token in _tokens(text):
+        out.append(token + " " if token == "new" else token)
+    return "".join(out)
 
 
 def decode_call_text(text: str, language: str) -> Decoded | None:
@@ -263,6 +361,8 @@ def decode_call_text(text: str, language: str) -> Decoded | None:
     args: dict[Any, Any] = {}
     for part in _split_top_level(inner) if inner.strip() else []:
         assign = _ASSIGN.match(part)
+        if not _valid_expression(assign.group(2) if assign else part, language):
+            raise DecodeError(f"not a valid {language} expression: {part.strip()[:80]!r}")
         if assign:
             key, raw = assign.group(1), assign.group(2).strip()
             value = _java_value(raw) if language == "Java" else (raw[1:-1] if _is_quoted(raw, "\"'") else raw)

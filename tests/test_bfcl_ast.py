@@ -78,6 +78,28 @@ def test_java_and_javascript_text_keep_argument_source():
         decode_call_text('[f(a="x)]', "Java")
 
 
+@pytest.mark.parametrize("text,language,expected", [
+    # behaviours checked against the harness's tree-sitter parsers
+    ('[Foo.bar(x=new HashMap<String, Object>() {{ put("k", 1); }}, y=2)]', "Java",
+     {"x": "new HashMap<String,Object>()", "y": "2"}),
+    ("[Foo.bar(p=new MultiPoint(new Point[]{new Point(1, 2), new Point(3, 4)}), q=B::get)]", "Java",
+     {"p": "new MultiPoint(new Point[]{new Point(1, 2),new Point(3, 4)})", "q": "B::get"}),
+    ('[f(a="q\\"x", b={"k": [1, 2]})]', "JavaScript", {"a": 'q\\"x', "b": '{"k": [1, 2]}'}),
+])
+def test_java_and_javascript_values_are_printed_as_tree_sitter_prints_them(text, language, expected):
+    assert next(iter(decode_call_text(text, language)[0].values())) == expected
+
+
+@pytest.mark.parametrize("text,language", [
+    ("[Foo.bar(name=LED TV, n=1)]", "Java"), ("[Foo.bar(url=http://x.com/a, n=1)]", "Java"),
+    ("[Foo.bar(key=employee:1234, n=1)]", "Java"), ("[f(email=a@b.com, n=1)]", "JavaScript"),
+    ("[f(t=Hello, World!)]", "JavaScript"), ("[f(v=1.2.3, n=1)]", "JavaScript"),
+])
+def test_malformed_java_and_javascript_arguments_fail_to_decode(text, language):
+    with pytest.raises(DecodeError):
+        decode_call_text(text, language)
+
+
 def test_empty_outputs_count_as_no_call():
     assert is_empty_output([]) and is_empty_output([{}]) and is_empty_output("text") and is_empty_output(None)
     assert not is_empty_output([{"f": {}}])

@@ -195,3 +195,14 @@ def test_resource_guards_refuse_runaway_math():
     assert "exponent too large" in runner.run("power(base=10, exponent=10**9)")
     assert "precision" in runner.run("square_root(number=2, precision=10**8)")
     assert runner.run("power(base=2, exponent=10)") == '{"result": 1024}'
+
+
+def test_force_termination_on_the_last_turn_is_checked_officially_and_fails_in_strict_mode():
+    """multi_turn_long_context_46 has one turn of 34 calls: made one per step, the 21st step ends it."""
+    verdicts = {}
+    for scoring in ("official", "strict"):
+        env = make("multi_turn_long_context", scoring=scoring)
+        item = env.tasks[env._index["multi_turn_long_context_46"]].data
+        one_per_step = [as_text([c]) for c in keyword_turns(item)[0]]
+        verdicts[scoring] = play(env, "multi_turn_long_context_46", one_per_step)[1]["score"]["error_type"]
+    assert verdicts == {"official": "multi_turn:instance_state_mismatch", "strict": "multi_turn:force_terminated"}

@@ -5,7 +5,8 @@ The agent loops follow the official scenes (``multi_step_scene``/``multi_turn_sc
 agent, an execution role and, for ``agent_multi_turn``, a simulated user; any message after the
 second that contains ``"finish conversation"`` ends the episode. The official prompt re-sends the
 whole history as text each turn; here the opening observation is exactly that first prompt and later
-observations are the new messages (tool results, user replies). :meth:`AgentEpisode.official_prompt`
+observations are the new messages: tool results (``name`` is the function, or ``"execution"`` for the
+execution role's own replies: a message it could not decode, the multi-turn error text) and user replies. :meth:`AgentEpisode.official_prompt`
 renders the official text at any point (in ``agent_multi_step`` that text never shows the agent its own
 earlier messages, only the execution results, as upstream).
 """
@@ -163,7 +164,7 @@ class MultiStepEpisode(AgentEpisode):
         except DecodeError:
             self.milestones.append(text)
             done = self._tick("execution", ASK_NOTHING)
-            return Reaction([{"role": "user", "content": ASK_NOTHING}], done=done)
+            return Reaction([{"role": "tool", "name": "execution", "content": ASK_NOTHING}], done=done)
         observation, results, done = self._execute(text, calls)
         return Reaction(observation, done=done, results=self._results(turn, results))
 

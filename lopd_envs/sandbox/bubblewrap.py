@@ -3,7 +3,8 @@
 Each run gets new user, PID, network, IPC, UTS and cgroup namespaces (only ``lo``: connect fails with
 ENETUNREACH), a root made of read-only binds of exactly the interpreter's folders (not ``/``: the sandbox
 user may map to host root, so binding ``/`` would expose ``/root``), a private size-capped ``/tmp``, a
-fresh ``/proc`` and ``/dev``, and a scrubbed environment. When the caller is root, bubblewrap itself is
+fresh ``/proc`` and ``/dev``, and a scrubbed environment; the sandbox's own root is remounted read-only
+(otherwise it is a writable, unbounded tmpfs). When the caller is root, bubblewrap itself is
 started under a throw-away unprivileged host uid (one per concurrent run): RLIMIT_NPROC is not enforced
 for root, and an unprivileged owner also cannot read root's files even through ``/proc``. Inside, the
 program runs as uid 65534 (nobody) with no capabilities and nested user namespaces disabled.
@@ -49,7 +50,7 @@ class BubblewrapSandbox(Sandbox):
             cmd += ["--ro-bind", src, dest]
         cmd += ["--proc", "/proc", "--dev", "/dev",
                 "--size", str(max(limits.file_size, 1 << 20)), "--tmpfs", "/tmp",
-                "--ro-bind", str(wd), WORKDIR, "--chdir", WORKDIR, "--clearenv"]
+                "--ro-bind", str(wd), WORKDIR, "--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
         for key, value in scrubbed_env("/tmp").items():
             cmd += ["--setenv", key, value]
         cmd += ["--", self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(),

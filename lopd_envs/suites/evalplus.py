@@ -281,13 +281,14 @@ def time_limits(times: Sequence[float]) -> list[float]:
     return [max(MIN_TIME_LIMIT, GT_TIME_LIMIT_FACTOR * t) for t in times]
 
 
-def group_budget(limits: Sequence[float]) -> float:
+def group_budget(limits: Sequence[float], per_task: float = TIMEOUT_PER_TASK) -> float:
     """evalplus kills a group's process after ``min(60, sum(limits)) + 1`` (+1 to join)."""
-    return min(TIMEOUT_PER_TASK, sum(limits)) + 2.0
+    return min(per_task, sum(limits)) + 2.0
 
 
 def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str, sandbox: Sandbox,
-                      base_only: bool = False, strict: bool = False) -> dict[str, Any]:
+                      base_only: bool = False, strict: bool = False,
+                      timeout_per_task: float = TIMEOUT_PER_TASK) -> dict[str, Any]:
     """Run and judge one solution (complete code) on a task; the evalplus result dict shape."""
     from evalplus.eval._special_oracle import MBPP_OUTPUT_SET_EQ_TASKS
 
@@ -295,7 +296,7 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
     groups = []
     for name in names:
         limits = time_limits(getattr(oracle, f"{name}_time"))
-        groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits),
+        groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits, timeout_per_task),
                             encoded_inputs(problem, name)))
     total_timeout = sum(g.budget for g in groups) + 2.0
     run: FunctionRun = run_function_tests(
@@ -388,9 +389,11 @@ class EvalPlusEnv(AgentEnv):
 
     def __init__(self, category: str | Sequence[str] = "plus", data_dir: str | None = None,
                  max_turns: int | None = None, scoring: str = "official",
-                 sandbox: str | Sandbox | None = None, version: str = "auto", **options: Any):
+                 sandbox: str | Sandbox | None = None, version: str = "auto",
+                 timeout_per_task: float = TIMEOUT_PER_TASK, **options: Any):
         self._sandbox_choice = sandbox
         self.version = version
+        self.timeout_per_task = float(timeout_per_task)  # evalplus's EVALPLUS_TIMEOUT_PER_TASK
         super().__init__(category=category, data_dir=data_dir, max_turns=max_turns, scoring=scoring, **options)
 
     def load_tasks(self, category, data_dir):
@@ -423,7 +426,7 @@ class EvalPlusEnv(AgentEnv):
                     "plus_status": None if self.base_only else "fail",
                     "reason": f"expected outputs unavailable: {oracle.error}"}
         return evaluate_solution(self.dataset, problem, oracle, solution, self.sandbox, self.base_only,
-                                 strict=self.scoring == "strict")
+                                 strict=self.scoring == "strict", timeout_per_task=self.timeout_per_task)
 
 
 _groundtruths: dict[tuple, GroundTruth] = {}

@@ -190,7 +190,9 @@ class MultiTurnEpisode(Episode):
                                 error=f"force-terminated after {self.steps} steps in turn {self.turn}")
             return Reaction(observation, results=results)
         notice = []
-        attempted = turn.parse_error or (error and turn.syntax != "text") or turn.text.lstrip().startswith("[")
+        text = turn.text.strip("`\n ")
+        attempted = bool(turn.parse_error or (error and turn.syntax != "text")
+                         or (text.startswith("[") and text.replace(" ", "") != "[]"))
         if error and attempted:
             notice = [error_message(f"could not read function calls ({error}); the turn ends")]
         self.scorer.end_turn()

@@ -1,7 +1,7 @@
 """Time and peak memory of one LOPD update against one GRPO-style update (policy gradient only), on the same
 batch and the same model. Prints the ratios (targets: time <= 1.5x, memory <= 1.3x).
 
-    python benchmarks/trainer_step.py                       # SmolLM2-135M-Instruct, 8 trajectories
+    python benchmarks/trainer_step.py                       # SmolLM2-135M-Instruct, 2 tasks x 4 rollouts
     python benchmarks/trainer_step.py --model tiny-random --reps 2
 
 Each algorithm runs in its own fresh process (so one cannot reuse the other's allocator pages). The batch is
@@ -165,10 +165,10 @@ def worker(args) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--tasks", type=int, default=4)
-    p.add_argument("--group", type=int, default=2)
+    p.add_argument("--tasks", type=int, default=2)
+    p.add_argument("--group", type=int, default=4)
     p.add_argument("--prompt-tokens", type=int, default=384)
-    p.add_argument("--completion-tokens", type=int, default=96)
+    p.add_argument("--completion-tokens", type=int, default=64)
     p.add_argument("--bank-size", type=int, default=12)
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--reps", type=int, default=2, help="timed updates after one warm-up")

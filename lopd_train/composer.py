@@ -12,6 +12,9 @@ student visited. Gradients reach the composer through the latent tokens only.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
+
 import torch
 from torch import nn
 
@@ -146,3 +149,70 @@ def teacher_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tenso
             prefix = latents.shape[0]
         hidden = decoder(peft_model)(inputs_embeds=emb.unsqueeze(0)).last_hidden_state[0]
         return lm_head(peft_model)(hidden[pos + prefix])
+
+
+def common_prefix_length(seqs: list[torch.Tensor], masks: list[torch.Tensor]) -> int:
+    """Length of the prefix all sequences share and in which nobody sampled anything (the group's prompt)."""
+    limit = min(int(torch.nonzero(m)[0]) if m.any() else len(m) for m in masks)
+    limit = min([limit] + [len(s) for s in seqs])
+    first = seqs[0][:limit]
+    for s in seqs[1:]:
+        diff = torch.nonzero(s[:limit] != first)
+        if len(diff):
+            limit = int(diff[0])
+            first = first[:limit]
+    return limit
+
+
+def _cache_kw(body) -> str:
+    params = inspect.signature(body.forward).parameters
+    return "past_key_values" if "past_key_values" in params else "cache"
+
+
+def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor], latents: torch.Tensor | None = None,
+                teacher: bool = False, share_prefix: bool = True) -> list[torch.Tensor]:
+    """Logits at the positions that predict each sequence's sampled tokens (``[T_a_i, V]`` each), for the
+    student (active adapter) or the teacher (base model, ``latents`` ``[P, d]`` before every sequence).
+
+    The rollouts of one task share their prompt: it is run once, and its key/value cache (which carries
+    gradients) is expanded over the group's continuations, so a group of G costs one prompt plus G
+    continuations instead of G full sequences. The result equals scoring each sequence alone.
+    """
+    if not share_prefix:
+        fn = (lambda s, m: teacher_logits(peft_model, s, m, latents)) if teacher else \
+            (lambda s, m: student_logits(peft_model, s, m))
+        return [fn(s, m) for s, m in zip(seqs, masks)]
+    body, head, embed = decoder(peft_model), lm_head(peft_model), embed_tokens(peft_model)
+    n = common_prefix_length(seqs, masks)
+    with models.base_only(peft_model) if teacher else contextlib.nullcontext():
+        emb = embed(seqs[0][:n])
+        lead = 0
+        if latents is not None and latents.shape[0] > 0:
+            emb = torch.cat([latents.to(emb.dtype), emb], dim=0)
+            lead = latents.shape[0]
+        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+        h_prefix = out.last_hidden_state[0]
+        cache = out.past_key_values
+        rests = [s[n:] for s in seqs]
+        width = max(len(r) for r in rests)
+        h_rest = None
+        if width:
+            g = len(seqs)
+            cache.batch_repeat_interleave(g)
+            ids = torch.zeros((g, width), dtype=torch.long, device=seqs[0].device)
+            attn = torch.zeros((g, lead + n + width), dtype=torch.long, device=seqs[0].device)
+            attn[:, :lead + n] = 1
+            for i, r in enumerate(rests):
+                ids[i, :len(r)] = r
+                attn[i, lead + n:lead + n + len(r)] = 1
+            h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
+                          **{_cache_kw(body): cache}).last_hidden_state
+        results = []
+        for i, m in enumerate(masks):
+            pos, _ = action_positions(m)
+            in_prefix = pos < n
+            parts = [h_prefix[lead + pos[in_prefix]]]
+            if h_rest is not None:
+                parts.append(h_rest[i, pos[~in_prefix] - n])
+            results.append(head(torch.cat(parts, dim=0)))
+        return results

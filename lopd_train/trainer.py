@@ -59,6 +59,8 @@ class TrainConfig:
     lora_alpha: int = knob(32, "LoRA alpha")
     lora_targets: str = knob("all-linear", "LoRA target modules ('all-linear' or comma-separated names)")
     gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
+    share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
+                                    "rollout of the group (exact; off with gradient checkpointing)")
     # -- the algorithm
     algo: str = knob("lopd", "algorithm: lopd or grpo")
     steps: int = knob(10, "training steps (one rollout batch and one update each)")

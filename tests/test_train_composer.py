@@ -80,3 +80,24 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
     lora_grads = [p.grad for p in comp.lora_parameters()]
     assert any(g is not None and g.abs().sum() > 0 for g in lora_grads)
     assert all(p.grad is None for p in models.adapter_parameters(peft_model, "student"))
+
+
+@pytest.mark.parametrize("with_latents", [False, True])
+def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy, with_latents):
+    from lopd_train.composer import score_group
+
+    peft_model, _, _ = policy
+    with torch.no_grad():
+        for p in models.adapter_parameters(peft_model, "student"):
+            p.add_(0.05)
+    prompt = torch.randint(3, 200, (9,))
+    seqs = [torch.cat([prompt, torch.randint(3, 200, (k,))]) for k in (5, 8, 3)]
+    masks = [torch.tensor([0] * 9 + [1] * (len(s) - 9)) for s in seqs]
+    masks[1][12:14] = 0  # an observation inside the continuation
+    latents = torch.randn(6, peft_model.get_base_model().config.hidden_size) if with_latents else None
+    for teacher in (False, True):
+        shared = score_group(peft_model, seqs, masks, latents if teacher else None, teacher=teacher)
+        alone = score_group(peft_model, seqs, masks, latents if teacher else None, teacher=teacher,
+                            share_prefix=False)
+        for a, b in zip(shared, alone):
+            assert a.shape == b.shape and torch.allclose(a, b, atol=1e-4)

@@ -20,6 +20,13 @@ class Batch:
     def n_tokens(self) -> int:
         return max(1, sum(t.n_actions for t in self.trajectories))
 
+    def groups_of(self) -> list[list[Trajectory]]:
+        """The trajectories of each task (GRPO group), in order of first appearance."""
+        out: dict[int, list[Trajectory]] = {}
+        for t in self.trajectories:
+            out.setdefault(t.group, []).append(t)
+        return list(out.values())
+
     def rewards(self) -> torch.Tensor:
         return torch.tensor([t.reward for t in self.trajectories], dtype=torch.float32)
 
@@ -61,10 +68,19 @@ class Algorithm:
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
         raise NotImplementedError
 
+    @property
+    def share_prompt(self) -> bool:
+        return bool(self.cfg.share_prompt) and not self.cfg.gradient_checkpointing
+
+    def tensors(self, members: list[Trajectory]):
+        parts = [sequence_tensors(t, self.device) for t in members]
+        return [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], [p[3] for p in parts]
+
     def minibatches(self, trajectories: list[Trajectory]) -> list[Batch]:
         trainable = [t for t in trajectories if t.n_actions > 0]
-        n = max(1, min(self.cfg.minibatches, len(trainable)))
-        return [Batch(trainable[i::n]) for i in range(n) if trainable[i::n]]
+        groups = Batch(trainable).groups_of()
+        n = max(1, min(self.cfg.minibatches, len(groups)))  # whole groups stay together
+        return [Batch([t for g in groups[i::n] for t in g]) for i in range(n) if groups[i::n]]
 
     def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> float:
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)

@@ -1,35 +1,41 @@
 """GRPO: group-relative advantages and the clipped policy-gradient surrogate, no privileged context.
 
-The baseline LOPD is measured against (``benchmarks/trainer_step.py``): one student forward and backward
-per trajectory, nothing else. Old log-probs are the sampler's own (one update per rollout batch)."""
+The baseline LOPD is measured against (``benchmarks/trainer_step.py``): the student's forward and backward
+over each group (shared prompt, see ``composer.score_group``), nothing else. Old log-probs are the sampler's
+own (one update per rollout batch)."""
 
 from __future__ import annotations
 
 import torch
 
 from lopd_train import losses
-from lopd_train.algorithms.base import Algorithm, sequence_tensors
-from lopd_train.composer import student_logits
+from lopd_train.algorithms.base import Algorithm
+from lopd_train.composer import score_group
 
 
 class GRPO(Algorithm):
     name = "grpo"
 
     def update(self, trajectories):
+        cfg = self.cfg
         metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0}
         batches = self.minibatches(trajectories)
         for batch in batches:
-            adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=self.cfg.grpo_scale_rewards)
-            for t, a in zip(batch.trajectories, adv):
-                ids, mask, targets, old = sequence_tensors(t, self.device)
-                logits = student_logits(self.policy, ids, mask) / self.cfg.temperature
-                logp = losses.token_logprobs(logits, targets)
-                loss = losses.grpo_clip_loss(logp, old, a.to(self.device).reshape(1), None,
-                                             self.cfg.clip_low, self.cfg.clip_high) * (len(targets) / batch.n_tokens)
+            adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
+            advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
+            for members in batch.groups_of():
+                seqs, masks, targets, old = self.tensors(members)
+                logits = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
+                loss = 0.0
+                for t, lg, y, o in zip(members, logits, targets, old):
+                    logp = losses.token_logprobs(lg / cfg.temperature, y)
+                    a = advantage[id(t)].to(self.device).reshape(1)
+                    loss = loss + losses.grpo_clip_loss(logp, o, a, None, cfg.clip_low, cfg.clip_high) * (
+                        len(y) / batch.n_tokens)
+                    ratio = torch.exp(logp.detach() - o)
+                    clipped = (ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)
+                    metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)
                 loss.backward()
-                metrics["loss"] += float(loss) / len(batches)
-                ratio = torch.exp(logp.detach() - old)
-                clipped = (ratio < 1 - self.cfg.clip_low) | (ratio > 1 + self.cfg.clip_high)
-                metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)
+                metrics["loss"] += float(loss.detach()) / len(batches)
             metrics["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
         return metrics

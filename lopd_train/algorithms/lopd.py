@@ -2,7 +2,7 @@
 
 Per rollout batch (the trainer has already sampled it and put its successes into the experience bank):
 
-1. retrieve the top-J experiences for each trajectory's task, never the trajectory itself;
+1. retrieve the top-J experiences for each task, never the trajectory itself (nor its group);
 2. the composer turns each retrieved experience into K latent tokens (encoded once per batch);
 3. the teacher (frozen backbone, student adapter off) re-scores the student's sequence with the J·K latent
    tokens in front, in one forward pass;
@@ -11,8 +11,9 @@ Per rollout batch (the trainer has already sampled it and put its successes into
    g = mean A(τ) (log p_T - log p_S) and A = 2r - 1, plus λ L_anchor; student and composer step together;
 6. dual ascent on β.
 
-Trajectories are processed one at a time (gradient accumulation): the latent tokens are a detached leaf
-during the per-trajectory backward passes and their accumulated gradient flows into the composer once.
+Trajectories are processed one task group at a time (gradient accumulation; the group's prompt is scored
+once, see ``composer.score_group``): the latent tokens are a detached leaf during the per-group backward
+passes and their accumulated gradient flows into the composer once per optimiser step.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 import torch
 
 from lopd_train import losses
-from lopd_train.algorithms.base import Algorithm, sequence_tensors
-from lopd_train.composer import Composer, student_logits, teacher_logits
+from lopd_train.algorithms.base import Algorithm, Batch
+from lopd_train.composer import Composer, score_group
 from lopd_train.experience import trace_key
 
 
@@ -49,17 +50,18 @@ class LOPD(Algorithm):
         exp = self.bank.get_by_key(trace_key(t.trace))
         return exp.id if exp else None
 
-    def contexts(self, trajectories) -> tuple[torch.Tensor | None, list[list[int]]]:
-        """Latent tokens ``[U, K, d]`` for the unique retrieved experiences, and each trajectory's rows."""
-        own = [self._own_id(t) for t in trajectories]
-        hits = self.retriever.retrieve([t.task for t in trajectories], k=self.cfg.top_j,
-                                       exclude=[[o] if o is not None else [] for o in own])
+    def contexts(self, groups) -> tuple[torch.Tensor | None, list[list[int]]]:
+        """Latent tokens ``[U, K, d]`` of the unique experiences retrieved for the groups (one task each), and
+        each group's rows. A group's own trajectories are never retrieved for it (so neither is any
+        trajectory for itself), and every rollout of a task shares one privileged context."""
+        own = [[i for i in (self._own_id(t) for t in members) if i is not None] for members in groups]
+        hits = self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=own)
         order: dict[int, Any] = {}
         for hs in hits:
             for e in hs:
                 order.setdefault(e.id, e)
         if not order:
-            return None, [[] for _ in trajectories]
+            return None, [[] for _ in groups]
         row = {eid: k for k, eid in enumerate(order)}
         latents = self.composer.encode([e.text for e in order.values()])
         return latents, [[row[e.id] for e in hs] for hs in hits]
@@ -75,35 +77,38 @@ class LOPD(Algorithm):
         anchor = losses.anchor_loss(self.composer_params, self.composer_init)
         if self.cfg.freeze_composer:
             self.composer_opt.zero_grad(set_to_none=True)
-            return float(anchor), 0.0
+            return float(anchor.detach()), 0.0
         (self.cfg.anchor_coef * anchor).backward()
         if latents is not None and leaf is not None and leaf.grad is not None:
             latents.backward(leaf.grad)
-        return float(anchor), self.step_optimizer(self.composer_opt, self.composer_params)
+        return float(anchor.detach()), self.step_optimizer(self.composer_opt, self.composer_params)
 
     # ------------------------------------------------------------------ cold start
     def cold_start(self, trajectories) -> dict[str, float]:
         """Fit the composer by the NLL of successful trajectories under the teacher with their retrieved
         latent context (student untouched)."""
-        good = [t for t in trajectories if t.success and t.n_actions > 0]
+        good = Batch([t for t in trajectories if t.success and t.n_actions > 0]).groups_of()
+        empty = {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
         if not good:
-            return {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
+            return empty
         latents, rows = self.contexts(good)
-        used = [(t, r) for t, r in zip(good, rows) if r]
+        used = [(members, r) for members, r in zip(good, rows) if r]
         if latents is None or not used:
-            return {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
+            return empty
         leaf = latents.detach().requires_grad_(True)
-        n_tokens = sum(t.n_actions for t, _ in used)
+        n_tokens = sum(t.n_actions for members, _ in used for t in members)
         total = 0.0
-        for t, r in used:
-            ids, mask, targets, _ = sequence_tensors(t, self.device)
-            logits = teacher_logits(self.policy, ids, mask, self._context(leaf, r))
-            loss = losses.nll_loss(logits, targets) * (len(targets) / n_tokens)
+        for members, r in used:
+            seqs, masks, targets, _ = self.tensors(members)
+            logits = score_group(self.policy, seqs, masks, self._context(leaf, r), teacher=True,
+                                 share_prefix=self.share_prompt)
+            loss = sum(losses.nll_loss(lg, y) * (len(y) / n_tokens) for lg, y in zip(logits, targets))
             loss.backward()
-            total += float(loss)
+            total += float(loss.detach())
         anchor, norm = self._finish_composer(latents, leaf)
         self.student_opt.zero_grad(set_to_none=True)
-        return {"cold_start_nll": total, "cold_start_trajectories": len(used), "cold_start_grad_norm": norm}
+        return {"cold_start_nll": total, "cold_start_trajectories": sum(len(m) for m, _ in used),
+                "cold_start_grad_norm": norm}
 
     # ------------------------------------------------------------------ one update
     def update(self, trajectories) -> dict[str, float]:
@@ -113,26 +118,31 @@ class LOPD(Algorithm):
         batches = self.minibatches(trajectories)
         g_sum, g_tokens = 0.0, 0
         for batch in batches:
-            latents, rows = self.contexts(batch.trajectories)
+            groups = batch.groups_of()
+            latents, rows = self.contexts(groups)
             leaf = latents.detach().requires_grad_(True) if latents is not None else None
-            ctx_tokens = max(1, sum(t.n_actions for t, r in zip(batch.trajectories, rows) if r))
-            for t, r in zip(batch.trajectories, rows):
-                ids, mask, targets, _ = sequence_tensors(t, self.device)
-                s_logits = student_logits(self.policy, ids, mask)
+            ctx_tokens = max(1, sum(t.n_actions for members, r in zip(groups, rows) if r for t in members))
+            for members, r in zip(groups, rows):
+                seqs, masks, targets, _ = self.tensors(members)
                 context = self._context(leaf, r)
-                t_logits = teacher_logits(self.policy, ids, mask, context)
-                n = len(targets)
-                loss = losses.reverse_kl_topm(s_logits, t_logits.detach(), cfg.top_m) * (n / batch.n_tokens)
-                m["student_kl"] += float(loss.detach()) / len(batches)
-                if context is not None:
+                s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
+                t_all = score_group(self.policy, seqs, masks, context, teacher=True, share_prefix=self.share_prompt)
+                loss = 0.0
+                for t, s_logits, t_logits, y in zip(members, s_all, t_all, targets):
+                    n = len(y)
+                    kl_s = losses.reverse_kl_topm(s_logits, t_logits.detach(), cfg.top_m) * (n / batch.n_tokens)
+                    loss = loss + kl_s
+                    m["student_kl"] += float(kl_s.detach()) / len(batches)
+                    if context is None:
+                        continue
                     advantage = losses.outcome_advantage(torch.tensor([t.reward], device=self.device))
-                    g = losses.privileged_margin(losses.token_logprobs(t_logits, targets),
-                                                 losses.token_logprobs(s_logits.detach(), targets),
+                    g = losses.privileged_margin(losses.token_logprobs(t_logits, y),
+                                                 losses.token_logprobs(s_logits.detach(), y),
                                                  advantage, None) * (n / ctx_tokens)
                     kl_c = losses.reverse_kl_topm(s_logits.detach(), t_logits, cfg.top_m) * (n / ctx_tokens)
                     loss = loss + kl_c
                     if cfg.use_margin:
-                        loss = loss - self.beta * g  # the gradient of β (m - g); β m is a constant
+                        loss = loss - self.beta * g  # the gradient of beta (m - g); beta m is a constant
                     m["composer_kl"] += float(kl_c.detach()) / len(batches)
                     g_sum += float(g.detach()) * ctx_tokens
                     g_tokens += n

@@ -5,12 +5,10 @@ reads with Python's :mod:`ast` (``default_decode_ast_prompting``); Java and Java
 tree-sitter. Function-calling (FC) models return structured calls whose JSON arguments are taken as they are.
 Both give the checker's input format, a list of ``{function_name: {param: value}}``.
 
-The text decoder is reproduced rule by rule, quirks included: bare identifiers become strings, ``...``
-becomes ``"..."``, a call without keywords becomes its source text, a call with keywords a nested
-``{name: args}``, tuples stay tuples, positional arguments are dropped, and a unary operator negates a
-constant whatever the operator (``+5`` reads as ``-5``; ``strict`` mode reads ``+``, ``-``, ``~`` and ``not`` as
-Python does). Where the harness calls ``eval`` (binary operators), we evaluate literal arithmetic only, with
-size limits; anything else fails to decode as the harness would for a name it cannot resolve.
+The text decoder is reproduced rule by rule, quirks included; the value rules it shares with ACEBench
+(bare identifiers become strings, a unary operator negates whatever it is, literal arithmetic only where
+the harness calls ``eval``) live in :mod:`lopd_envs.suites.callast`. ``strict`` mode reads ``+``, ``-``, ``~``
+and ``not`` as Python does.
 
 Java and JavaScript answers are read by a small scanner instead of tree-sitter (a dependency whose pins
 conflict with ours). It yields the same values: each keyword argument's source text, with the quotes of a
@@ -25,15 +23,14 @@ regular-expression literals (``/var/log/db.log``), which the scanner rejects.
 from __future__ import annotations
 
 import ast
-import operator
 import re
 from typing import Any
 
+from lopd_envs.suites.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
+
+__all__ = ["DecodeError", "literal_arithmetic", "decode_python", "decode_call_text", "decode_text"]
+
 Decoded = list[dict[str, dict[Any, Any]]]
-
-
-class DecodeError(ValueError):
-    """The answer could not be read as function calls (the harness's "Failed to decode AST")."""
 
 
 # ------------------------------------------------------------------------------ Python text
@@ -51,12 +48,7 @@ def _wrap(text: str) -> str:
 
 def decode_python(text: str, strict: bool = False) -> Decoded:
     """``default_decode_ast_prompting`` for Python: text → ``[{name: {param: value}}]`` or DecodeError."""
-    source = _wrap(text).strip("[]'")
-    try:
-        tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as exc:
-        raise DecodeError(f"invalid Python syntax: {exc}") from None
-    body = tree.body
+    body = parse_expression(_wrap(text).strip("[]'"))
     if isinstance(body, ast.Call):
         nodes = [body]
     elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
@@ -66,112 +58,9 @@ def decode_python(text: str, strict: bool = False) -> Decoded:
     else:
         raise DecodeError(f"expected function calls, got a {type(body).__name__} expression")
     try:
-        return [_resolve_call(n, strict) for n in nodes]
+        return [resolve_call(n, python_unary=strict) for n in nodes]
     except (RecursionError, MemoryError) as exc:
         raise DecodeError(f"answer too deeply nested: {type(exc).__name__}") from None
-
-
-def _call_name(func: ast.AST) -> str:
-    parts = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    return ".".join(reversed(parts))
-
-
-def _resolve_call(node: ast.Call, strict: bool) -> dict[str, dict[Any, Any]]:
-    args: dict[Any, Any] = {}
-    for kw in node.keywords:  # positional arguments are ignored, as by the harness
-        args[kw.arg] = _resolve_value(kw.value, strict)
-    return {_call_name(node.func): args}
-
-
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert, ast.Not: operator.not_}
-
-
-def _resolve_value(node: ast.AST, strict: bool) -> Any:
-    if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
-    if isinstance(node, ast.UnaryOp):
-        if not isinstance(node.operand, ast.Constant) or node.operand.value is Ellipsis:
-            raise DecodeError(f"unsupported operand in {_src(node)}")
-        try:
-            if strict:
-                return _UNARY[type(node.op)](node.operand.value)
-            return -node.operand.value  # the harness negates whatever the operator
-        except TypeError as exc:
-            raise DecodeError(str(exc)) from None
-    if isinstance(node, ast.List):
-        return [_resolve_value(v, strict) for v in node.elts]
-    if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
-            raise DecodeError("dict unpacking is not supported")
-        try:
-            return {_resolve_value(k, strict): _resolve_value(v, strict) for k, v in zip(node.keys, node.values)}
-        except TypeError as exc:
-            raise DecodeError(f"unhashable dict key: {exc}") from None
-    if isinstance(node, ast.BinOp):
-        return literal_arithmetic(node)
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        if not node.keywords:
-            return ast.unparse(node)
-        return _resolve_call(node, strict)
-    if isinstance(node, ast.Tuple):
-        return tuple(_resolve_value(v, strict) for v in node.elts)
-    if isinstance(node, ast.Subscript):
-        return f"{ast.unparse(node.value)}[{ast.unparse(node.slice)}]"
-    raise DecodeError(f"unsupported AST type: {type(node).__name__}")
-
-
-def _src(node: ast.AST) -> str:
-    return ast.unparse(node)[:120]
-
-
-# ------------------------------------------------------------------------------ literal arithmetic
-
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_MAX_BITS = 4096
-_MAX_LEN = 100_000
-
-
-def literal_arithmetic(node: ast.AST) -> Any:
-    """Evaluate ``1 + 2``, ``2 ** 10``, ``"ab" * 3`` over literals only, refusing results that would
-    take unbounded time or memory (where the harness's ``eval`` would simply run)."""
-    if isinstance(node, ast.Constant) and node.value is not Ellipsis:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        value = literal_arithmetic(node.operand)
-        return _apply(_UNARY[type(node.op)], value)
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [literal_arithmetic(e) for e in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-        left, right = literal_arithmetic(node.left), literal_arithmetic(node.right)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > 64 \
-                and isinstance(left, (int, float)) and abs(left) > 1:
-            raise DecodeError(f"refusing to evaluate a huge power: {_src(node)}")
-        if isinstance(node.op, ast.Mult) and any(isinstance(x, (str, bytes, list, tuple)) for x in (left, right)):
-            n = right if isinstance(right, int) else left
-            seq = left if isinstance(right, int) else right
-            if isinstance(n, int) and len(seq) * max(n, 0) > _MAX_LEN:
-                raise DecodeError(f"refusing to build a huge sequence: {_src(node)}")
-        return _apply(_BINOPS[type(node.op)], left, right)
-    raise DecodeError(f"cannot evaluate {_src(node)!r}: only literal arithmetic is evaluated")
-
-
-def _apply(op: Any, *values: Any) -> Any:
-    try:
-        result = op(*values)
-    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
-        raise DecodeError(f"{type(exc).__name__}: {exc}") from None
-    if isinstance(result, int) and result.bit_length() > _MAX_BITS:
-        raise DecodeError("integer result too large")
-    return result
 
 
 # ------------------------------------------------------------------------------ Java / JavaScript text

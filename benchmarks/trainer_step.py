@@ -112,7 +112,7 @@ def worker(args) -> dict:
                       gradient_checkpointing=args.gradient_checkpointing)
     adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
     algo_cls = ALGORITHMS[args.algo]
-    if algo_cls.uses_bank:
+    if not algo_cls.student_only:
         adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha)
     policy = models.wrap_lora(backbone, adapters)
     if args.gradient_checkpointing:

@@ -62,7 +62,8 @@ class TrainConfig:
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
                                     "rollout of the group (exact; off with gradient checkpointing)")
     # -- the algorithm
-    algo: str = knob("lopd", "algorithm: lopd or grpo")
+    algo: str = knob("lopd", "algorithm: lopd, grpo (policy-gradient baseline) or sdpo (text-context "
+                             "self-distillation baseline)")
     steps: int = knob(10, "training steps (one rollout batch and one update each)")
     tasks_per_step: int = knob(4, "distinct tasks per step")
     group_size: int = knob(2, "rollouts per task (a GRPO group)")
@@ -218,7 +219,7 @@ class Trainer:
         lcfg = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
         algo_cls = ALGORITHMS[cfg.algo]
         adapters = {"student": lcfg}
-        if algo_cls.uses_bank:
+        if not algo_cls.student_only:
             adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
         if cfg.gradient_checkpointing:
@@ -235,7 +236,9 @@ class Trainer:
 
         self.step = 0
         self.rollouts = 0
-        self.cold_start_done = not algo_cls.uses_bank or cfg.cold_start_batches <= 0
+        from lopd_train.algorithms import Algorithm
+
+        self.cold_start_done = algo_cls.cold_start is Algorithm.cold_start or cfg.cold_start_batches <= 0
         rng = None
         if latest is not None:
             rng = self.load_checkpoint(latest)

@@ -145,3 +145,15 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
     assert before <= after
     steps = [x["step"] for x in rows(out) if x["phase"] == "train"]
     assert steps == list(range(1, 9))  # rows of the interrupted step were dropped, then re-run once
+
+
+@pytest.mark.parametrize("algo", ["grpo", "sdpo"])
+def test_baselines_train_through_the_same_loop(tmp_path, algo):
+    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=2, export=False,
+                            tensorboard=False, algo=algo))
+    assert result["step"] == 2
+    r = [x for x in rows(tmp_path) if x["phase"] == "train"]
+    assert len(r) == 2 and all(x["grad_norm"] >= 0 for x in r)
+    if algo == "sdpo":
+        assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))
+        assert any(x["context_fraction"] > 0 for x in r)

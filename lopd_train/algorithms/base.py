@@ -47,7 +47,8 @@ class Algorithm:
     """Base: a student LoRA trained from on-policy trajectories. Subclasses implement :meth:`update`."""
 
     name = ""
-    uses_bank = False
+    uses_bank = False  # needs the experience bank and retriever
+    student_only = True  # False: also a "composer" LoRA adapter on the backbone
     student_adapter = "student"
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):

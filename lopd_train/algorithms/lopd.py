@@ -31,6 +31,7 @@ from lopd_train.experience import trace_key
 class LOPD(Algorithm):
     name = "lopd"
     uses_bank = True
+    student_only = False
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)

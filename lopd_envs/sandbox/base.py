@@ -21,9 +21,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 MiB = 1 << 20
+Interact = Callable[[bytes], Optional[bytes]]
 GiB = 1 << 30
 
 #: Run inside the sandboxed interpreter via ``python -I -S -c BOOTSTRAP <limits...> <program>``.
@@ -111,9 +112,14 @@ class Sandbox:
         self.limits = limits or Limits()
 
     def run(self, code: str, stdin: str | bytes = "", files: Mapping[str, str | bytes] | None = None,
-            timeout: float | None = None, memory_limit: int | None = None, **limits: object) -> RunResult:
+            timeout: float | None = None, memory_limit: int | None = None,
+            interact: Interact | None = None, **limits: object) -> RunResult:
         """Run ``code`` as a Python program. Never raises for anything the program does; a broken sandbox
-        shows up as ``RunResult.error``."""
+        shows up as ``RunResult.error``.
+
+        ``interact``, when given, sees each chunk of stdout as it arrives and may answer with bytes for the
+        program's stdin, which then stays open (a scorer uses it to stop a group of tests early). Backends
+        that cannot stream (docker) call it once with the whole output and ignore the answer."""
         lim = self.limits
         overrides = {k: v for k, v in limits.items() if v is not None}
         if timeout is not None:
@@ -126,12 +132,12 @@ class Sandbox:
         start = time.monotonic()
         try:
             with workdir(code, files or {}) as wd:
-                return self._run(wd, data, lim)
+                return self._run(wd, data, lim, interact)
         except Exception as exc:  # the sandbox broke (not the program): report, never raise
             return RunResult("", "", None, False, False, time.monotonic() - start, self.name, self.isolating,
                              error=f"{type(exc).__name__}: {exc}")
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         raise NotImplementedError
 
     @classmethod
@@ -202,7 +208,7 @@ def as_root() -> bool:
 
 def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
             env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
-            grace: float = 0.5) -> RunResult:
+            grace: float = 0.5, interact: Interact | None = None) -> RunResult:
     """Start ``argv`` in its own session, feed ``stdin``, read both streams up to ``limits.output`` bytes,
     and kill the whole process group on timeout or overflow."""
     start = time.monotonic()
@@ -210,7 +216,7 @@ def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, iso
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
                             close_fds=True, **ids)
-    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
+    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin, interact is None), daemon=True)
     writer.start()
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
@@ -231,6 +237,8 @@ def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, iso
                     continue
                 room = limits.output - total
                 chunks[key.fd].append(data[:max(room, 0)])
+                if interact is not None and key.fd == out_fd:
+                    _answer(proc, interact(data))
                 total += len(data)
                 if total > limits.output:
                     truncated = True
@@ -246,9 +254,12 @@ def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, iso
         _kill_group(proc)
         exit_code = proc.wait()
     _kill_group(proc)  # stragglers of the process backend (bubblewrap's PID namespace needs none)
-    for stream in (proc.stdout, proc.stderr):
-        stream.close()
     writer.join(timeout=1.0)
+    for stream in (proc.stdout, proc.stderr, proc.stdin):
+        try:
+            stream.close()
+        except OSError:
+            pass
     stdout = b"".join(chunks[out_fd]).decode("utf-8", "replace")
     stderr = b"".join(chunks[err_fd]).decode("utf-8", "replace")
     oom = not (timed_out or truncated) and looks_out_of_memory(exit_code, stderr)
@@ -275,11 +286,23 @@ def looks_out_of_memory(exit_code: int | None, stderr: str) -> bool:
     return exit_code not in (0, None) and (tail.startswith("MemoryError") or exit_code in (-9, 137))
 
 
-def _feed(pipe, data: bytes) -> None:
+def _feed(pipe, data: bytes, close: bool = True) -> None:
     try:
         if data:
             pipe.write(data)
-        pipe.close()
+            pipe.flush()
+        if close:
+            pipe.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def _answer(proc: subprocess.Popen, message: bytes | None) -> None:
+    """Send an ``interact`` answer to the program (it may have closed its end: then nothing happens)."""
+    if not message:
+        return
+    try:
+        os.write(proc.stdin.fileno(), message)
     except (BrokenPipeError, OSError, ValueError):
         pass
 

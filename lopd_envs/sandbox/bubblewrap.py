@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter
-from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Limits, RunResult, Sandbox, as_root, execute,
+from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, execute,
                                     scrubbed_env)
 
 WORKDIR = "/sandbox"
@@ -57,10 +57,11 @@ class BubblewrapSandbox(Sandbox):
                 f"{WORKDIR}/main.py"]
         return cmd
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         uid = UIDS.acquire() if as_root() else None
         try:
-            result = execute(self.argv(wd, limits), stdin, limits, self.name, self.isolating, env={}, uid=uid)
+            result = execute(self.argv(wd, limits), stdin, limits, self.name, self.isolating, env={}, uid=uid,
+                             interact=interact)
         finally:
             if uid is not None:
                 UIDS.release(uid)

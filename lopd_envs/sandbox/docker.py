@@ -13,7 +13,7 @@ import functools
 import os
 from pathlib import Path
 
-from lopd_envs.sandbox.base import BOOTSTRAP, Limits, RunResult, Sandbox, SandboxUnavailable
+from lopd_envs.sandbox.base import BOOTSTRAP, Interact, Limits, RunResult, Sandbox, SandboxUnavailable
 
 DEFAULT_IMAGE = os.environ.get("LOPD_SANDBOX_IMAGE", "python:3.11-slim")
 STDIN_FILE = ".stdin"
@@ -33,7 +33,7 @@ class DockerSandbox(Sandbox):
         self.image = image
         self.client = docker.from_env(timeout=30)
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         import time
 
         import docker
@@ -73,6 +73,8 @@ class DockerSandbox(Sandbox):
         truncated = len(stdout) + len(stderr) > limits.output
         out = stdout[: limits.output].decode("utf-8", "replace")
         err = stderr[: max(0, limits.output - len(stdout))].decode("utf-8", "replace")
+        if interact is not None:  # no streaming here: the program already ran to its end
+            interact(stdout[: limits.output])
         oom = oom or (not timed_out and exit_code not in (0, None) and err.rstrip().endswith("MemoryError"))
         return RunResult(out, err, exit_code, timed_out, oom, time.monotonic() - start, self.name, True,
                          truncated=truncated)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter
-from lopd_envs.sandbox.base import BOOTSTRAP, UIDS, Limits, RunResult, Sandbox, as_root, execute, scrubbed_env
+from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, execute,
+                                    scrubbed_env)
 
 
 class ProcessSandbox(Sandbox):
@@ -22,7 +23,7 @@ class ProcessSandbox(Sandbox):
         super().__init__(limits)
         self.python = python or interpreter.resolve(as_root())
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits) -> RunResult:
+    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         uid = UIDS.acquire() if as_root() else None
         argv = [self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(), str(wd / "main.py")]
         if uid is None:
@@ -30,7 +31,7 @@ class ProcessSandbox(Sandbox):
             argv[argv.index(BOOTSTRAP) + 4] = str(limits.processes + own_process_count())
         try:
             return execute(argv, stdin, limits, self.name, self.isolating, env=scrubbed_env(str(wd)),
-                           cwd=str(wd), uid=uid)
+                           cwd=str(wd), uid=uid, interact=interact)
         finally:
             if uid is not None:
                 UIDS.release(uid)

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from lopd_envs.sandbox import GiB, MiB, RunResult, Sandbox
 from lopd_envs.suites import valuecodec
@@ -183,8 +183,10 @@ class FunctionRun:
 
 def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Sequence[Group], *,
                        guard: bool = True, reference: bool = False, output_not_none: bool = False,
-                       set_eq: bool = False, memory: int = 4 * GiB, timeout: float = 60.0) -> FunctionRun:
-    """Run ``code``'s ``entry_point`` on every group's inputs in one sandboxed process."""
+                       set_eq: bool = False, memory: int = 4 * GiB, timeout: float = 60.0,
+                       watch: Callable[[dict], str | None] | None = None) -> FunctionRun:
+    """Run ``code``'s ``entry_point`` on every group's inputs in one sandboxed process. ``watch`` sees each
+    record as it arrives and may return a group name: the harness then skips the rest of that group."""
     request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
                "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
                "groups": [{"name": g.name, "inputs": "@INPUTS%d@" % k,
@@ -193,20 +195,66 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     payload = json.dumps(request, separators=(",", ":"))
     for k, g in enumerate(groups):  # splice in the (cached) encoded inputs without re-encoding them
         payload = payload.replace(f'"@INPUTS{k}@"', g.inputs_json(), 1)
-    result = sandbox.run(harness_source(), stdin=payload, timeout=timeout, memory_limit=memory,
-                         output=256 * MiB, stack=memory if guard else None, processes=64)
-    return FunctionRun(parse_records(result.stdout, [g.name for g in groups]), result)
+    data = payload.encode("utf-8", "surrogatepass")
+    reader = RecordReader(watch)
+    result = sandbox.run(harness_source(), stdin=b"%d\n" % len(data) + data, timeout=timeout,
+                         memory_limit=memory, output=256 * MiB, stack=memory if guard else None, processes=64,
+                         interact=reader.feed)
+    return FunctionRun(collect(reader.finish(result.stdout), [g.name for g in groups]), result)
+
+
+class RecordReader:
+    """Splits the harness's stream into records as it arrives, so a watcher can act on them early."""
+
+    def __init__(self, watch: Callable[[dict], str | None] | None):
+        self.watch, self.records, self.partial, self.skipped = watch, [], b"", set()
+        self.streamed = False
+
+    def feed(self, chunk: bytes) -> bytes | None:
+        self.streamed = True
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines.pop()
+        answer = b""
+        for line in lines:
+            rec = _parse(line)
+            if rec is None:
+                continue
+            self.records.append(rec)
+            group = self.watch(rec) if self.watch else None
+            if group and group not in self.skipped:
+                self.skipped.add(group)
+                answer += f"skip:{group}\n".encode()
+        return answer or None
+
+    def finish(self, stdout: str) -> list[dict]:
+        """All records (re-read from the captured output when the backend did not stream)."""
+        if not self.streamed:
+            return [r for r in map(_parse, stdout.encode("utf-8", "surrogatepass").split(b"\n")) if r is not None]
+        tail = _parse(self.partial)
+        return self.records + ([tail] if tail is not None else [])
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        rec = valuecodec.loads(line)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 def parse_records(stdout: str, names: Sequence[str]) -> dict[str, GroupOutcome]:
-    """Read the harness's JSON lines; anything malformed is ignored (a program can print garbage into the
-    channel, but then its real records are all it gets credit for). First record per input wins."""
+    """Read the harness's JSON lines (see :func:`collect`)."""
+    return collect([r for r in map(_parse, stdout.encode("utf-8", "surrogatepass").split(b"\n")) if r], names)
+
+
+def collect(records: Sequence[dict], names: Sequence[str]) -> dict[str, GroupOutcome]:
+    """Sort the harness's records into groups; anything malformed is ignored (a program can write garbage
+    into the channel, but then its real records are all it gets credit for). First record per input wins."""
     groups = {n: GroupOutcome() for n in names}
-    for line in stdout.splitlines():
+    for rec in records:
         try:
-            rec = valuecodec.loads(line)
             g = groups.get(rec.get("g"))
-        except (ValueError, AttributeError, TypeError, RecursionError):
+        except (AttributeError, TypeError):
             continue
         if g is None:
             continue

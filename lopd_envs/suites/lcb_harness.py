@@ -93,15 +93,44 @@ def _compile(source, timeout):
         _signal.alarm(0)
 
 
+def _read_request():
+    """``<length>\\n<request>`` from fd 0, unbuffered: the rest of stdin carries control messages."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = _os.read(0, 1)
+        if not chunk:
+            return data
+        data += chunk
+    size, parts = int(data), []
+    while size > 0:
+        chunk = _os.read(0, min(size, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
 def _main():
     from unittest.mock import mock_open, patch
 
-    request = _json.loads(_sys.stdin.buffer.read())
-    out_fd = _os.dup(1)
+    import select
+
+    request = _json.loads(_read_request())
+    out_fd, ctl_fd = _os.dup(1), _os.dup(0)
     devnull = _os.open("/dev/null", _os.O_RDWR)
     _os.dup2(devnull, 0)
     _os.dup2(devnull, 1)
-    write, dumps = _os.write, _json.dumps
+    write, read, poll, dumps = _os.write, _os.read, select.select, _json.dumps
+    control = {"open": True, "stop": False}
+
+    def stopped():
+        """The scorer says stop once a test failed (LiveCodeBench returns at the first failure)."""
+        while control["open"] and not control["stop"] and poll([ctl_fd], [], [], 0)[0]:
+            data = read(ctl_fd, 4096)
+            control["open"] = bool(data)
+            control["stop"] = b"stop" in data
+        return control["stop"]
 
     def emit(record):
         write(out_fd, (dumps(record, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass"))
@@ -126,6 +155,8 @@ def _main():
         emit({"end": 1})
         return
     for i, inp in enumerate(inputs):
+        if stopped():
+            break
         captured = _io.StringIO()
         try:
             _signal.alarm(timeout)

@@ -31,6 +31,7 @@ import json
 import logging
 import pickle
 import re
+import threading
 import zlib
 from datetime import datetime
 from decimal import Decimal
@@ -144,15 +145,28 @@ def read_rows(files: Iterable[Path]) -> list[dict]:
 
 
 def problem_from_row(row: dict) -> dict:
-    """The row with tests and metadata decoded (all tests: public then private, as LiveCodeBench runs them)."""
-    public = json.loads(row["public_test_cases"])
-    private = decode_private_tests(row["private_test_cases"])
+    """The row with metadata decoded. Private tests (often megabytes each) stay encoded until the problem
+    is first scored: see :func:`with_tests`."""
     metadata = json.loads(row.get("metadata") or "{}")
-    tests = public + private
     kind = "functional" if metadata.get("func_name") else "stdin"
     return {**row, "metadata": metadata, "kind": kind, "fn_name": metadata.get("func_name"),
-            "inputs": [t["input"] for t in tests], "outputs": [t["output"] for t in tests],
-            "n_public": len(public), "contest_date": str(row.get("contest_date", ""))}
+            "contest_date": str(row.get("contest_date", ""))}
+
+
+_tests_lock = threading.Lock()
+
+
+def with_tests(problem: dict) -> dict:
+    """``problem`` with ``inputs``/``outputs``: all tests, public then private, as LiveCodeBench runs them
+    (decoded once, then kept)."""
+    if "inputs" not in problem:
+        public = json.loads(problem["public_test_cases"])
+        tests = public + decode_private_tests(problem["private_test_cases"])
+        with _tests_lock:
+            problem.setdefault("n_public", len(public))
+            problem.setdefault("outputs", [t["output"] for t in tests])
+            problem.setdefault("inputs", [t["input"] for t in tests])
+    return problem
 
 
 def parse_date(text: str) -> datetime:
@@ -215,6 +229,7 @@ def harness_source() -> str:
 def evaluate(problem: dict, code: str, sandbox: Sandbox, strict: bool = False, timeout: int = TIMEOUT) -> dict:
     """Run and judge ``code`` on all tests of ``problem``; LiveCodeBench's result codes in ``results``
     (True, -2 wrong answer, -3 time limit, -4 runtime error, -1 global timeout)."""
+    problem = with_tests(problem)
     n = len(problem["inputs"])
     details: dict[str, Any] = {"task_id": problem["question_id"], "kind": problem["kind"], "tests": n,
                                "backend": sandbox.name, "isolating": sandbox.isolating}
@@ -347,6 +362,13 @@ class LiveCodeBenchEpisode(Episode):
         if not code.strip() and strict:
             code = text if syntax_ok(text) else extract_code(text)
         problem = self.task.data
+        try:
+            with_tests(problem)
+        except Exception as exc:  # noqa: BLE001 - a corrupt row fails this task, not the caller
+            self.details = {"task_id": self.task.task_id, "passed": False, "results": [],
+                            "error_message": f"the problem's tests could not be decoded: {exc}"}
+            return Reaction([{"role": "user", "content": "[evaluation] the problem's tests are unreadable"}],
+                            done=True, results=["tests unreadable"], error=self.details["error_message"])
         if not code.strip():
             self.details = {"task_id": self.task.task_id, "passed": False, "results": [],
                             "error_message": "no code block in the answer"}
@@ -354,7 +376,7 @@ class LiveCodeBenchEpisode(Episode):
             self.details = evaluate(problem, code, self.env.sandbox, strict, self.env.test_timeout)
             self.details["code"] = compact(code, 2000)
         passed = sum(r is True for r in self.details["results"])
-        summary = f"{passed}/{len(problem['inputs'])} tests passed" + \
+        summary = f"{passed}/{len(with_tests(problem)['inputs'])} tests passed" + \
             (f" ({self.details['error_message']})" if self.details.get("error_message") else "")
         return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary])
 

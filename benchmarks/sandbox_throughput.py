@@ -127,6 +127,7 @@ def agreement(ours: dict, theirs: dict) -> dict:
               or (ours[t][0] == "pass") != (theirs[t][0] == "pass")]
     return {"tasks": len(theirs), "base_agree": same_base, "plus_agree": same_plus,
             "status_identical": exact_status, "disagree": differ,
+            "disagree_statuses": {t: {"lopd": list(ours[t]), "evalplus": list(theirs[t])} for t in differ},
             "ours_pass_plus": sum(ours[t][0] == ours[t][1] == "pass" for t in theirs),
             "theirs_pass_plus": sum(theirs[t][0] == theirs[t][1] == "pass" for t in theirs)}
 

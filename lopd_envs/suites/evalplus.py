@@ -20,7 +20,15 @@ Scoring ``official`` reproduces evalplus 0.3.1's verdicts, quirks included:
 ``|poly(x)| <= atol``, and ``atol`` is reset for each input.
 Both modes, for safety: comparisons happen outside the sandbox on plain values, so a returned object of a
 custom class (for example one whose ``__eq__`` always says yes) equals nothing, where evalplus would call
-its ``__eq__``; and the sandbox offers the standard library only.
+its ``__eq__`` (the standard library's ``Counter``/``OrderedDict``/``defaultdict`` do come back as such);
+and the sandbox offers the standard library only (no numpy).
+Known gap: an expected output too large to ship out of the sandbox within 4 GiB (in the MBPP+ pre-release
+only Mbpp/255, ~1 GB for one plus input) leaves the task without expected outputs: it never passes here.
+
+Options: ``sandbox=`` (backend name or instance), ``version=`` (MBPP+: ``"auto"``, ``"v0.2.0"`` or a
+pre-release tag), ``timeout_per_task=`` (evalplus's ``EVALPLUS_TIMEOUT_PER_TASK``, 60 s per group).
+Speed: one sandboxed process runs both groups; outputs stream back and the scorer tells the harness to
+stop a group at its first wrong output, as evalplus's ``fast_check`` does.
 """
 
 from __future__ import annotations

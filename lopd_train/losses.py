@@ -57,10 +57,21 @@ def reverse_kl_topm(student_logits: torch.Tensor, teacher_logits: torch.Tensor, 
     logp_s = torch.log_softmax(student_logits.float(), dim=-1)
     logp_t = torch.log_softmax(teacher_logits.float(), dim=-1)
     index = logp_s.detach().topk(min(top_m, logp_s.shape[-1]), dim=-1).indices
-    qs = topm_tail_logprobs(logp_s, index)
-    qt = topm_tail_logprobs(logp_t, index)
-    kl = (qs.exp() * (qs - qt)).sum(-1)
+    kl = bucket_kl(topm_tail_logprobs(logp_s, index), topm_tail_logprobs(logp_t, index))
     return masked_mean(kl, mask) if reduce else kl
+
+
+def bucket_kl(q_student: torch.Tensor, q_teacher: torch.Tensor) -> torch.Tensor:
+    """``KL(q_S || q_T) = sum_b q_S(b) (log q_S(b) - log q_T(b))`` over the last axis of two bucket
+    log-distributions (as made by :func:`topm_tail_logprobs`), per token."""
+    return (q_student.exp() * (q_student - q_teacher)).sum(-1)
+
+
+def topm_from_logprobs(topm_logprobs: torch.Tensor) -> torch.Tensor:
+    """Buckets (top-M + tail) from the log-probabilities of the top-M tokens alone (as a sampler records
+    them): ``[..., M] -> [..., M + 1]``."""
+    tail = log1mexp(torch.logsumexp(topm_logprobs, dim=-1, keepdim=True))
+    return torch.cat([topm_logprobs, tail], dim=-1).clamp_min(LOG_FLOOR)
 
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -34,6 +34,7 @@ class SamplingConfig:
     max_sequence_tokens: int = 2048
     tool_syntax: str = "hermes"
     tool_prompt: str = "auto"
+    top_m: int = 0  # also record the policy's top-M tokens and log-probs (temperature 1) at each sampled token
 
 
 @dataclass
@@ -56,6 +57,10 @@ class Trajectory:
     group: int = 0
     turns: int = 0
     truncated: bool = False
+    # per sampled token, in order, at temperature 1 (when the sampler recorded them, ``SamplingConfig.top_m``)
+    policy_logprobs: torch.Tensor | None = None  # [N_actions]
+    topm_ids: torch.Tensor | None = None  # [N_actions, M]
+    topm_logprobs: torch.Tensor | None = None  # [N_actions, M]
 
     @property
     def n_actions(self) -> int:
@@ -86,6 +91,7 @@ class _Live:
         self.info: dict[str, Any] = {}
         self.turns = 0
         self.truncated = False
+        self.stats: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
 
 @torch.no_grad()
@@ -110,12 +116,18 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
     new = out.sequences[:, width:].cpu()
     scores = torch.stack(out.scores, dim=1).float().cpu()  # [B, T, V], the processed (sampling) logits
     logps = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    stats = None
+    if cfg.top_m:  # the policy itself (temperature 1): no warper but the temperature touched the scores
+        policy = torch.log_softmax(scores if cfg.greedy else scores * cfg.temperature, dim=-1)
+        top = policy.topk(min(cfg.top_m, policy.shape[-1]), dim=-1)
+        stats = (policy.gather(-1, new.unsqueeze(-1)).squeeze(-1), top.indices, top.values)
     results = []
     eos = tokenizer.eos_token_id
     for i in range(len(prompts)):
         toks = new[i].tolist()
         end = toks.index(eos) + 1 if eos in toks else len(toks)
-        results.append((toks[:end], logps[i, :end].tolist(), eos in toks[:end]))
+        extra = (stats[0][i, :end], stats[1][i, :end], stats[2][i, :end]) if stats else None
+        results.append((toks[:end], logps[i, :end].tolist(), eos in toks[:end], extra))
     return results
 
 
@@ -148,7 +160,9 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
                 break
             outs = generate(model, tokenizer, [ep.ids for ep in active], cfg)
             actions = []
-            for ep, (toks, lps, ended) in zip(active, outs):
+            for ep, (toks, lps, ended, extra) in zip(active, outs):
+                if extra is not None:
+                    ep.stats.append(extra)
                 ep.ids += toks
                 ep.mask += [1] * len(toks)
                 ep.logps += lps
@@ -184,9 +198,13 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
         trace = ep.info.get("trace")
         trajectories.append(Trajectory(
             env_id=getattr(trace, "env_id", "") or getattr(ep.env.unwrapped, "env_id", ""),
-            task_id=info.get("task_id", ""), task=getattr(trace, "task", ""), category=info.get("category", ""),
+            task_id=info.get("task_id", ""), category=info.get("category", ""),
+            task=getattr(trace, "task", "") or next((m.get("content") or "" for m in obs if m.get("role") == "user"), ""),
             input_ids=ep.ids, action_mask=ep.mask, sample_logprobs=ep.logps, prompt_len=plen,
             reward=ep.reward, success=bool(getattr(trace, "success", False)) and not ep.truncated,
             trace=trace, messages=copy.deepcopy(obs), tools=tools, group=ep.group, turns=ep.turns,
             truncated=ep.truncated))
+        if ep.stats:
+            t = trajectories[-1]
+            t.policy_logprobs, t.topm_ids, t.topm_logprobs = (torch.cat([x[k] for x in ep.stats]) for k in range(3))
     return trajectories

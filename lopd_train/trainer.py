@@ -115,7 +115,7 @@ class TrainConfig:
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                               max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
-                              tool_prompt=self.tool_prompt)
+                              tool_prompt=self.tool_prompt, top_m=self.top_m if self.algo == "lopd" else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

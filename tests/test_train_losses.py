@@ -138,3 +138,11 @@ def test_group_advantages_centre_and_scale_within_groups():
     g = torch.tensor([0, 0, 1, 1])
     adv = losses.group_advantages(r, g)
     assert torch.allclose(adv, torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-4)
+
+
+def test_buckets_from_recorded_top_m_logprobs_equal_those_from_full_logits():
+    logp = torch.log_softmax(torch.randn(4, 30), -1)
+    top = logp.topk(5, -1)
+    assert torch.allclose(losses.topm_from_logprobs(top.values), losses.topm_tail_logprobs(logp, top.indices))
+    q = losses.topm_tail_logprobs(logp, top.indices)
+    assert torch.allclose(losses.bucket_kl(q, q), torch.zeros(4), atol=1e-7)

@@ -102,3 +102,21 @@ def test_no_second_tool_listing_when_the_env_prompt_already_has_one(tiny):
             {"role": "user", "content": "5!"}]
     assert "You may call" not in models.render_chat(tok, msgs, tools)
     assert "You may call" in models.render_chat(tok, msgs, tools, tool_prompt="always")
+
+
+def test_sampler_records_the_policy_top_m_at_temperature_one(tiny):
+    model, tok = tiny
+    envs = make_envs("lopd-test/Coin-v0", 2, category="all")
+    torch.manual_seed(3)
+    trajs = run_episodes(model, tok, envs, ["heads_0", "tails_0"], SamplingConfig(max_new_tokens=6, temperature=0.7,
+                                                                                  top_m=5))
+    for t in trajs:
+        ids, mask = torch.tensor(t.input_ids), torch.tensor(t.action_mask)
+        with torch.no_grad():
+            logp = torch.log_softmax(model(ids.unsqueeze(0)).logits[0], -1)
+        pos = torch.nonzero(mask).squeeze(-1) - 1
+        assert t.topm_ids.shape == (t.n_actions, 5)
+        assert torch.equal(t.topm_ids, logp[pos].topk(5, -1).indices)
+        assert torch.allclose(t.topm_logprobs, logp[pos].topk(5, -1).values, atol=1e-4)
+        assert torch.allclose(t.policy_logprobs, logp[pos].gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1),
+                              atol=1e-4)

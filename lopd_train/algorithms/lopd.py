@@ -12,8 +12,9 @@ Per rollout batch (the trainer has already sampled it and put its successes into
 6. dual ascent on β.
 
 Trajectories are processed one task group at a time (gradient accumulation; the group's prompt is scored
-once, see ``composer.score_group``): the latent tokens are a detached leaf during the per-group backward
-passes and their accumulated gradient flows into the composer once per optimiser step.
+once, see ``composer.score_group``). The student's top-M buckets and sampled-token log-probs come from the
+sampler (recorded during the rollout, temperature 1), so the teacher/composer pass and the student pass run
+one after the other and their graphs never coexist.
 """
 
 from __future__ import annotations
@@ -51,68 +52,73 @@ class LOPD(Algorithm):
         exp = self.bank.get_by_key(trace_key(t.trace))
         return exp.id if exp else None
 
-    def contexts(self, groups) -> tuple[torch.Tensor | None, list[list[int]]]:
-        """Latent tokens ``[U, K, d]`` of the unique experiences retrieved for the groups (one task each), and
-        each group's rows. A group's own trajectories are never retrieved for it (so neither is any
-        trajectory for itself), and every rollout of a task shares one privileged context."""
+    def retrieve(self, groups) -> list[list[Any]]:
+        """The top-J experiences for each group (one task each). A group's own trajectories are never
+        retrieved for it (so neither is any trajectory for itself); all rollouts of a task share them."""
         own = [[i for i in (self._own_id(t) for t in members) if i is not None] for members in groups]
-        hits = self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=own)
-        order: dict[int, Any] = {}
-        for hs in hits:
-            for e in hs:
-                order.setdefault(e.id, e)
-        if not order:
-            return None, [[] for _ in groups]
-        row = {eid: k for k, eid in enumerate(order)}
-        latents = self.composer.encode([e.text for e in order.values()])
-        return latents, [[row[e.id] for e in hs] for hs in hits]
+        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=own)
 
-    @staticmethod
-    def _context(leaf: torch.Tensor | None, rows: list[int]) -> torch.Tensor | None:
-        if leaf is None or not rows:
+    def latent_context(self, experiences) -> torch.Tensor | None:
+        """The J·K latent tokens ``[J*K, d]`` the composer makes of the experiences (None without any)."""
+        if not experiences:
             return None
-        return leaf[rows].reshape(-1, leaf.shape[-1])
+        latents = self.composer.encode([e.text for e in experiences])
+        return latents.reshape(-1, latents.shape[-1])
 
-    def _finish_composer(self, latents: torch.Tensor | None, leaf: torch.Tensor | None) -> tuple[float, float]:
-        """Anchor term, push the latent gradients into the composer, step it. Returns (anchor, grad norm)."""
+    def student_stats(self, members, seqs, masks):
+        """Per trajectory, detached: the student's top-M token ids, its bucket log-probs (top-M + tail) and
+        the log-prob of each sampled token, all at temperature 1. The sampler recorded them while it
+        generated; trajectories without them are scored once without gradient."""
+        if all(t.topm_ids is not None for t in members):
+            return [(t.topm_ids.to(self.device), losses.topm_from_logprobs(t.topm_logprobs.to(self.device)),
+                     t.policy_logprobs.to(self.device)) for t in members]
+        out = []
+        targets = [seq[mask.bool()] for seq, mask in zip(seqs, masks)]
+        with torch.no_grad():
+            for s, y in zip(score_group(self.policy, seqs, masks, share_prefix=self.share_prompt), targets):
+                logp = torch.log_softmax(s.float(), -1)
+                idx = logp.topk(min(self.cfg.top_m, logp.shape[-1]), -1).indices
+                out.append((idx, losses.topm_tail_logprobs(logp, idx), logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)))
+        return out
+
+    def _finish_composer(self) -> tuple[float, float]:
+        """Anchor term, then one composer step. Returns (anchor, grad norm)."""
         anchor = losses.anchor_loss(self.composer_params, self.composer_init)
         if self.cfg.freeze_composer:
             self.composer_opt.zero_grad(set_to_none=True)
             return float(anchor.detach()), 0.0
         (self.cfg.anchor_coef * anchor).backward()
-        if latents is not None and leaf is not None and leaf.grad is not None:
-            latents.backward(leaf.grad)
         return float(anchor.detach()), self.step_optimizer(self.composer_opt, self.composer_params)
 
     # ------------------------------------------------------------------ cold start
     def cold_start(self, trajectories) -> dict[str, float]:
         """Fit the composer by the NLL of successful trajectories under the teacher with their retrieved
         latent context (student untouched)."""
-        good = Batch([t for t in trajectories if t.success and t.n_actions > 0]).groups_of()
-        empty = {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
-        if not good:
-            return empty
-        latents, rows = self.contexts(good)
-        used = [(members, r) for members, r in zip(good, rows) if r]
-        if latents is None or not used:
-            return empty
-        leaf = latents.detach().requires_grad_(True)
+        groups = Batch([t for t in trajectories if t.success and t.n_actions > 0]).groups_of()
+        hits = self.retrieve(groups) if groups else []
+        used = [(members, h) for members, h in zip(groups, hits) if h]
+        if not used:
+            return {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
         n_tokens = sum(t.n_actions for members, _ in used for t in members)
         total = 0.0
-        for members, r in used:
+        for members, exps in used:
             seqs, masks, targets, _ = self.tensors(members)
-            logits = score_group(self.policy, seqs, masks, self._context(leaf, r), teacher=True,
+            logits = score_group(self.policy, seqs, masks, self.latent_context(exps), teacher=True,
                                  share_prefix=self.share_prompt)
             loss = sum(losses.nll_loss(lg, y) * (len(y) / n_tokens) for lg, y in zip(logits, targets))
             loss.backward()
             total += float(loss.detach())
-        anchor, norm = self._finish_composer(latents, leaf)
+        _, norm = self._finish_composer()
         self.student_opt.zero_grad(set_to_none=True)
         return {"cold_start_nll": total, "cold_start_trajectories": sum(len(m) for m, _ in used),
                 "cold_start_grad_norm": norm}
 
     # ------------------------------------------------------------------ one update
     def update(self, trajectories) -> dict[str, float]:
+        """Per task group: (1) composer + teacher forward, the composer's loss against the student's recorded
+        top-M distribution, backward (the teacher's graph is freed); (2) the student's forward and its
+        reverse KL to the detached teacher buckets, backward. The two graphs never coexist, so the peak
+        memory is about that of one policy-gradient pass."""
         cfg = self.cfg
         m: dict[str, float] = {"student_kl": 0.0, "composer_kl": 0.0, "margin_g": 0.0, "anchor": 0.0,
                                "grad_norm": 0.0, "composer_grad_norm": 0.0, "context_fraction": 0.0}
@@ -120,37 +126,47 @@ class LOPD(Algorithm):
         g_sum, g_tokens = 0.0, 0
         for batch in batches:
             groups = batch.groups_of()
-            latents, rows = self.contexts(groups)
-            leaf = latents.detach().requires_grad_(True) if latents is not None else None
-            ctx_tokens = max(1, sum(t.n_actions for members, r in zip(groups, rows) if r for t in members))
-            for members, r in zip(groups, rows):
+            hits = self.retrieve(groups)
+            ctx_tokens = max(1, sum(t.n_actions for members, h in zip(groups, hits) if h for t in members))
+            for members, exps in zip(groups, hits):
                 seqs, masks, targets, _ = self.tensors(members)
-                context = self._context(leaf, r)
+                stats = self.student_stats(members, seqs, masks)
+                train_composer = bool(exps) and not cfg.freeze_composer
+                with torch.enable_grad() if train_composer else torch.no_grad():
+                    context = self.latent_context(exps)
+                    t_all = score_group(self.policy, seqs, masks, context, teacher=True,
+                                        share_prefix=self.share_prompt)
+                    composer_loss, q_teacher = 0.0, []
+                    for t, t_logits, y, (idx, q_s, lp_y) in zip(members, t_all, targets, stats):
+                        logp_t = torch.log_softmax(t_logits.float(), -1)
+                        q_t = losses.topm_tail_logprobs(logp_t, idx)
+                        q_teacher.append(q_t.detach())
+                        if context is None:
+                            continue
+                        n = len(y)
+                        advantage = losses.outcome_advantage(torch.tensor([t.reward], device=self.device))
+                        g = losses.privileged_margin(logp_t.gather(-1, y.unsqueeze(-1)).squeeze(-1), lp_y,
+                                                     advantage, None) * (n / ctx_tokens)
+                        kl_c = losses.bucket_kl(q_s, q_t).mean() * (n / ctx_tokens)
+                        composer_loss = composer_loss + kl_c
+                        if cfg.use_margin:
+                            composer_loss = composer_loss - self.beta * g  # gradient of beta (m - g)
+                        m["composer_kl"] += float(kl_c.detach()) / len(batches)
+                        g_sum += float(g.detach()) * ctx_tokens
+                        g_tokens += n
+                        m["context_fraction"] += 1.0 / len(trajectories)
+                    if train_composer:
+                        composer_loss.backward()
+                    del t_all, composer_loss, context
                 s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
-                t_all = score_group(self.policy, seqs, masks, context, teacher=True, share_prefix=self.share_prompt)
-                loss = 0.0
-                for t, s_logits, t_logits, y in zip(members, s_all, t_all, targets):
-                    n = len(y)
-                    kl_s = losses.reverse_kl_topm(s_logits, t_logits.detach(), cfg.top_m) * (n / batch.n_tokens)
-                    loss = loss + kl_s
-                    m["student_kl"] += float(kl_s.detach()) / len(batches)
-                    if context is None:
-                        continue
-                    advantage = losses.outcome_advantage(torch.tensor([t.reward], device=self.device))
-                    g = losses.privileged_margin(losses.token_logprobs(t_logits, y),
-                                                 losses.token_logprobs(s_logits.detach(), y),
-                                                 advantage, None) * (n / ctx_tokens)
-                    kl_c = losses.reverse_kl_topm(s_logits.detach(), t_logits, cfg.top_m) * (n / ctx_tokens)
-                    loss = loss + kl_c
-                    if cfg.use_margin:
-                        loss = loss - self.beta * g  # the gradient of beta (m - g); beta m is a constant
-                    m["composer_kl"] += float(kl_c.detach()) / len(batches)
-                    g_sum += float(g.detach()) * ctx_tokens
-                    g_tokens += n
-                    m["context_fraction"] += 1.0 / len(trajectories)
-                loss.backward()
+                student_loss = 0.0
+                for s_logits, y, (idx, _, _), q_t in zip(s_all, targets, stats, q_teacher):
+                    q_s = losses.topm_tail_logprobs(torch.log_softmax(s_logits.float(), -1), idx)
+                    student_loss = student_loss + losses.bucket_kl(q_s, q_t).mean() * (len(y) / batch.n_tokens)
+                student_loss.backward()
+                m["student_kl"] += float(student_loss.detach()) / len(batches)
             m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
-            anchor, cnorm = self._finish_composer(latents, leaf)
+            anchor, cnorm = self._finish_composer()
             m["anchor"] += anchor / len(batches)
             m["composer_grad_norm"] += cnorm / len(batches)
         if g_tokens:

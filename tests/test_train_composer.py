@@ -101,3 +101,55 @@ def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy,
                             share_prefix=False)
         for a, b in zip(shared, alone):
             assert a.shape == b.shape and torch.allclose(a, b, atol=1e-4)
+
+
+def test_lopd_update_losses_equal_the_pure_loss_functions(tmp_path):
+    """The two-pass update (teacher/composer, then student, with the sampler's recorded top-M) computes
+    exactly the reverse KL and margin of losses.py on the same logits."""
+    import lopd_train.testing  # noqa: F401
+    from lopd_train import losses
+    from lopd_train.algorithms import LOPD
+    from lopd_train.algorithms.base import Batch
+    from lopd_train.composer import score_group
+    from lopd_train.experience import ExperienceBank, Retriever
+    from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
+    from lopd_train.trainer import TrainConfig
+
+    torch.manual_seed(0)
+    base, tok = models.tiny_model()
+    tok.padding_side = "left"
+    peft_model = models.wrap_lora(base, {"student": models.lora_config(4, 8), "composer": models.lora_config(4, 8)})
+    cfg = TrainConfig(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2)
+    bank = ExperienceBank(tmp_path / "bank.sqlite")
+    envs = make_envs("lopd-test/Coin-v0", 6, category="all")
+    trajs = run_episodes(peft_model, tok, envs, ["heads_0"] * 3 + ["tails_1"] * 3, SamplingConfig(max_new_tokens=6,
+                         top_m=5), groups=[0, 0, 0, 1, 1, 1])
+    bank.add([t.trace for t in trajs])
+    from lopd_envs.trace import Trace
+
+    for i in range(3):  # experiences of other tasks, so every group retrieves some
+        tr = Trace(env_id="x", task_id=f"o{i}", task=f"Write note {i}", reward=1.0, success=True)
+        tr.add({"text": f"note {i}"})
+        bank.add([tr])
+    algo = LOPD(peft_model, tok, cfg, bank, Retriever(bank))
+    groups = Batch(trajs).groups_of()
+    hits = algo.retrieve(groups)
+    n_tokens = sum(t.n_actions for t in trajs)
+    expect_kl, expect_g = 0.0, 0.0
+    with torch.no_grad():
+        for members, exps in zip(groups, hits):
+            seqs, masks, targets, _ = algo.tensors(members)
+            ctx = algo.latent_context(exps)
+            t_all = score_group(peft_model, seqs, masks, ctx, teacher=True)
+            s_all = score_group(peft_model, seqs, masks)
+            for t, s, tt, y in zip(members, s_all, t_all, targets):
+                expect_kl += float(losses.reverse_kl_topm(s, tt, 5)) * len(y) / n_tokens
+                a = losses.outcome_advantage(torch.tensor([t.reward]))
+                expect_g += float(losses.privileged_margin(losses.token_logprobs(tt, y), losses.token_logprobs(s, y),
+                                                           a)) * len(y) / n_tokens
+    metrics = algo.update(trajs)
+    assert metrics["context_fraction"] == pytest.approx(1.0)
+    assert metrics["student_kl"] == pytest.approx(expect_kl, rel=1e-3, abs=1e-6)
+    assert metrics["margin_g"] == pytest.approx(expect_g, rel=1e-3, abs=1e-6)
+    assert metrics["beta"] == pytest.approx(losses.dual_update(cfg.beta_init, expect_g, cfg.margin, cfg.beta_lr),
+                                            rel=1e-3)

@@ -29,13 +29,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def bfcl_data() -> None:
     """BFCL-v3 ships in a PyPI wheel (not in ../shared/data): make sure it is in the user cache, fetched
     once with pip, even though tests otherwise run with hub downloads off. Skips when it cannot be had
-    (``LOPD_OFFLINE`` set, or no registry)."""
+    (``LOPD_OFFLINE`` set, or no registry), except under CI, where it fails."""
     from lopd_envs import assets
 
     saved = os.environ.pop("HF_HUB_OFFLINE", None) if _HF_OFFLINE_SET_HERE else None
     try:
         assets.fetch_all("bfcl_v3")
     except assets.AssetMissing as exc:
+        if os.environ.get("CI"):  # CI can reach PyPI: a missing wheel there is a failure, not a skip
+            pytest.fail(f"BFCL-v3 data unavailable in CI: {exc}")
         pytest.skip(f"BFCL-v3 data unavailable: {exc}")
     finally:
         if saved is not None:

@@ -179,6 +179,7 @@ class GroupOutcome:
 class FunctionRun:
     groups: dict[str, GroupOutcome]
     result: RunResult
+    streamed: bool = False  # records were seen live (the watcher's comparisons cover them, in order)
 
 
 def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Sequence[Group], *,
@@ -200,25 +201,29 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     result = sandbox.run(harness_source(), stdin=b"%d\n" % len(data) + data, timeout=timeout,
                          memory_limit=memory, output=256 * MiB, stack=memory if guard else None, processes=64,
                          interact=reader.feed)
-    return FunctionRun(collect(reader.finish(result.stdout), [g.name for g in groups]), result)
+    return FunctionRun(collect(reader.finish(result.stdout), [g.name for g in groups]), result, reader.streamed)
 
 
 class RecordReader:
     """Splits the harness's stream into records as it arrives, so a watcher can act on them early."""
 
     def __init__(self, watch: Callable[[dict], str | None] | None):
-        self.watch, self.records, self.partial, self.skipped = watch, [], b"", set()
+        self.watch, self.records, self.parts, self.skipped = watch, [], [], set()
         self.streamed = False
+
+    @property
+    def partial(self) -> bytes:
+        return b"".join(self.parts)
 
     def feed(self, chunk: bytes) -> bytes | None:
         self.streamed = True
-        lines = (self.partial + chunk).split(b"\n")
-        self.partial = lines.pop()
+        if b"\n" not in chunk:  # a long record arriving in pieces: join once, when its line ends
+            self.parts.append(chunk)
+            return None
+        lines = (b"".join(self.parts) + chunk).split(b"\n")
+        self.parts = [lines.pop()]
         answer = b""
-        for line in lines:
-            rec = _parse(line)
-            if rec is None:
-                continue
+        for rec in _parse_many(lines):
             self.records.append(rec)
             group = self.watch(rec) if self.watch else None
             if group and group not in self.skipped:
@@ -232,6 +237,21 @@ class RecordReader:
             return [r for r in map(_parse, stdout.encode("utf-8", "surrogatepass").split(b"\n")) if r is not None]
         tail = _parse(self.partial)
         return self.records + ([tail] if tail is not None else [])
+
+
+def _parse_many(lines: list[bytes]) -> list[dict]:
+    """Parse a batch of record lines in one ``json`` call; on any malformed line, fall back to one by one
+    (dropping what does not parse)."""
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return []
+    try:
+        recs = valuecodec.loads(b"[" + b",".join(lines) + b"]")
+        if all(isinstance(r, dict) for r in recs):
+            return recs
+    except (ValueError, RecursionError, TypeError):
+        pass
+    return [r for r in map(_parse, lines) if r is not None]
 
 
 def _parse(line: bytes) -> dict | None:

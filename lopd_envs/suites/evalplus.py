@@ -33,6 +33,7 @@ stop a group at its first wrong output, as evalplus's ``fast_check`` does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -192,7 +193,9 @@ class GroundTruth:
 
 # ------------------------------------------------------------------------------- comparison
 
+@functools.lru_cache(maxsize=None)
 def _special():
+    """evalplus's own oracles and task lists (imported lazily: evalplus pulls in numpy and psutil)."""
     from evalplus.eval import is_floats
     from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
                                                _digit_distance_nums, _poly, _surface_Area)
@@ -254,8 +257,9 @@ class GroupVerdict:
 
 
 def judge_group(dataset: str, problem: dict, group: str, outcome: GroupOutcome, expected: Sequence[Any],
-                strict: bool = False) -> GroupVerdict:
-    """The evalplus status of one group from the sandbox's records (pure: no execution)."""
+                strict: bool = False, checked: dict[int, tuple[bool, float, bool]] | None = None) -> GroupVerdict:
+    """The evalplus status of one group from the sandbox's records (pure: no execution). ``checked`` holds
+    comparisons already made while the records streamed in (same inputs, same order), to skip redoing them."""
     inputs = problem[f"{group}_input"]
     total, ep = len(inputs), problem["entry_point"]
     if outcome.exec_error is not None:
@@ -271,8 +275,11 @@ def judge_group(dataset: str, problem: dict, group: str, outcome: GroupOutcome, 
             stopped = outcome.out_of_budget or not outcome.ended
             return GroupVerdict("timeout" if stopped else "fail", passed, total, i,
                                 "the run stopped before this input (time limit or exit)")
-        ok, atol, counted = output_matches(dataset, ep, inputs[i], outcome.outputs[i], expected[i], atol,
-                                           outcome.as_sets.get(i), strict)
+        if checked is not None and i in checked:
+            ok, atol, counted = checked[i]
+        else:
+            ok, atol, counted = output_matches(dataset, ep, inputs[i], outcome.outputs[i], expected[i], atol,
+                                               outcome.as_sets.get(i), strict)
         if strict:
             atol = base_atol  # strict: the float tolerance does not leak into later inputs
         if not ok:
@@ -293,6 +300,7 @@ class FastCheck:
     def __init__(self, dataset: str, problem: dict, oracle: Oracle, names: Sequence[str], strict: bool):
         self.dataset, self.problem, self.oracle, self.strict = dataset, problem, oracle, strict
         self.state = {n: {"next": 0, "atol": problem["atol"], "failed": False} for n in names}
+        self.checked: dict[str, dict[int, tuple[bool, float, bool]]] = {n: {} for n in names}
 
     def __call__(self, rec: dict) -> str | None:
         name, i = rec.get("g"), rec.get("i")
@@ -302,8 +310,10 @@ class FastCheck:
         expected = getattr(self.oracle, name)
         if not isinstance(i, int) or i >= len(expected):
             return None
-        ok, atol, _ = output_matches(self.dataset, self.problem["entry_point"], self.problem[f"{name}_input"][i],
-                                     rec["v"], expected[i], st["atol"], rec.get("s"), self.strict)
+        ok, atol, counted = output_matches(self.dataset, self.problem["entry_point"],
+                                           self.problem[f"{name}_input"][i], rec["v"], expected[i], st["atol"],
+                                           rec.get("s"), self.strict)
+        self.checked[name][i] = (ok, atol, counted)
         st["atol"] = self.problem["atol"] if self.strict else atol
         if ok:
             st["next"] += 1
@@ -334,17 +344,19 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
         groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits, timeout_per_task),
                             encoded_inputs(problem, name)))
     total_timeout = sum(g.budget for g in groups) + 2.0
+    fast = FastCheck(dataset, problem, oracle, names, strict)
     run: FunctionRun = run_function_tests(
         sandbox, solution, problem["entry_point"], groups, guard=True,
         set_eq=dataset == "mbpp" and problem["entry_point"] in MBPP_OUTPUT_SET_EQ_TASKS, timeout=total_timeout,
-        watch=FastCheck(dataset, problem, oracle, names, strict))
+        watch=fast)
     details: dict[str, Any] = {"task_id": problem["task_id"], "backend": run.result.backend,
                                "isolating": run.result.isolating}
     if run.result.error:
         details["sandbox_error"] = run.result.error
     verdicts = {}
     for name in names:
-        verdict = judge_group(dataset, problem, name, run.groups[name], getattr(oracle, name), strict)
+        verdict = judge_group(dataset, problem, name, run.groups[name], getattr(oracle, name), strict,
+                              fast.checked[name] if run.streamed else None)
         if verdict.status == "fail" and run.result.timed_out and verdict.first_failure is not None \
                 and verdict.reason.startswith("the run stopped"):
             verdict.status = "timeout"

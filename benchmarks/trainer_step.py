@@ -125,30 +125,34 @@ def worker(args) -> dict:
         bank.add(traces)
         retriever = Retriever(bank)
     algo = algo_cls(policy, tok, cfg, bank, retriever)
-    with torch.no_grad():  # the sampler's log-probs, as a rollout would have recorded them
+    with torch.no_grad():  # what the sampler records during a rollout: log-probs and the top-M (LOPD)
         for t in trajectories:
             ids = torch.tensor(t.input_ids, device=device)
             mask = torch.tensor(t.action_mask, device=device)
-            lp = torch.log_softmax(student_logits(policy, ids, mask).float(), -1)
-            lp = lp.gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1).cpu().tolist()
-            it = iter(lp)
+            logp = torch.log_softmax(student_logits(policy, ids, mask).float(), -1)
+            lp = logp.gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1)
+            it = iter(lp.cpu().tolist())
             t.sample_logprobs = [next(it) if m else 0.0 for m in t.action_mask]
+            if args.algo == "lopd":
+                top = logp.topk(cfg.top_m, -1)
+                t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
     policy.train()
-    times, peaks, increases = [], [], []
+    times, cpu_times, peaks, increases = [], [], [], []
     for rep in range(args.reps + 1):
         if device.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
         with PeakRSS() as mem:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             metrics = algo.update(trajectories)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            elapsed = time.perf_counter() - t0
+            elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         if rep == 0:
             continue  # warm-up
         times.append(elapsed)
+        cpu_times.append(cpu)
         if device.type == "cuda":
             peaks.append(torch.cuda.max_memory_allocated() / 2**20)
             increases.append((torch.cuda.max_memory_allocated() - base) / 2**20)
@@ -156,7 +160,8 @@ def worker(args) -> dict:
             peaks.append(mem.peak / 2**20)
             increases.append((mem.peak - mem.start) / 2**20)
     tmp.cleanup()
-    return {"algo": args.algo, "seconds": statistics.median(times), "times": times, "peak_mb": max(peaks),
+    return {"algo": args.algo, "seconds": statistics.median(times), "times": times,
+            "cpu_seconds": statistics.median(cpu_times), "cpu_times": cpu_times, "peak_mb": max(peaks),
             "increase_mb": max(increases), "tokens": sum(t.n_actions for t in trajectories),
             "sequence_tokens": sum(len(t.input_ids) for t in trajectories), "device": str(device),
             "context_fraction": metrics.get("context_fraction")}

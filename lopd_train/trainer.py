@@ -93,6 +93,9 @@ class TrainConfig:
     experience_tokens: int = knob(256, "experience text is truncated to this many tokens for the encoder")
     init_bank: str | None = knob(None, "seed the experience bank of a new run from a bank.sqlite or a JSONL of "
                                        "traces (Trace.to_json per line; failures are skipped)")
+    recompute_encoder: bool = knob(True, "encode experiences without a graph for the teacher pass, then again with "
+                                         "one for the composer's backward (one extra encoder forward, much less "
+                                         "peak memory)")
     cold_start_batches: int = knob(1, "rollout batches sampled before training to cold-start the composer")
     cold_start_epochs: int = knob(2, "composer NLL passes over the cold-start successes")
     freeze_composer: bool = knob(False, "ablation: never update the composer")

@@ -132,8 +132,14 @@ class LOPD(Algorithm):
                 seqs, masks, targets, _ = self.tensors(members)
                 stats = self.student_stats(members, seqs, masks)
                 train_composer = bool(exps) and not cfg.freeze_composer
+                latents = leaf = None
                 with torch.enable_grad() if train_composer else torch.no_grad():
-                    context = self.latent_context(exps)
+                    if cfg.recompute_encoder and train_composer:
+                        with torch.no_grad():  # encoder graph rebuilt after the teacher's backward (less memory)
+                            latents = self.latent_context(exps)
+                        context = leaf = latents.requires_grad_(True)
+                    else:
+                        context = self.latent_context(exps)
                     t_all = score_group(self.policy, seqs, masks, context, teacher=True,
                                         share_prefix=self.share_prompt)
                     composer_loss, q_teacher = 0.0, []
@@ -157,7 +163,9 @@ class LOPD(Algorithm):
                         m["context_fraction"] += 1.0 / len(trajectories)
                     if train_composer:
                         composer_loss.backward()
-                    del t_all, composer_loss, context
+                        if leaf is not None:  # second encoder pass, now with its graph, fed the latent gradient
+                            self.latent_context(exps).backward(leaf.grad)
+                    del t_all, composer_loss, context, latents, leaf
                 s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
                 student_loss = 0.0
                 for s_logits, y, (idx, _, _), q_t in zip(s_all, targets, stats, q_teacher):

@@ -112,9 +112,11 @@ def run_lopd(dataset: str, problems: dict, solutions: dict[str, str], gt, sandbo
         d = ep.evaluate_solution(dataset, problem, oracle, solutions[task_id], sandbox)
         return task_id, (d["base_status"], d["plus_status"])
 
+    from lopd_envs.sandbox import SandboxPool
+
     start = time.perf_counter()
-    with ThreadPoolExecutor(workers) as ex:
-        verdicts = dict(ex.map(one, list(solutions)))
+    with SandboxPool(sandbox, workers) as pool:
+        verdicts = dict(pool.call(one, list(solutions)))
     return time.perf_counter() - start, verdicts
 
 

@@ -166,7 +166,7 @@ def common_prefix_length(seqs: list[torch.Tensor], masks: list[torch.Tensor]) ->
 
 def _cache_kw(body) -> str:
     params = inspect.signature(body.forward).parameters
-    return "past_key_values" if "past_key_values" in params else "cache"
+    return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2 renamed it
 
 
 def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor], latents: torch.Tensor | None = None,
@@ -192,7 +192,7 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
             lead = latents.shape[0]
         out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
         h_prefix = out.last_hidden_state[0]
-        cache = out.past_key_values
+        cache = out["cache"] if "cache" in out else out["past_key_values"]
         rests = [s[n:] for s in seqs]
         width = max(len(r) for r in rests)
         h_rest = None

@@ -103,14 +103,10 @@ def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy,
             assert a.shape == b.shape and torch.allclose(a, b, atol=1e-4)
 
 
-def test_lopd_update_losses_equal_the_pure_loss_functions(tmp_path):
-    """The two-pass update (teacher/composer, then student, with the sampler's recorded top-M) computes
-    exactly the reverse KL and margin of losses.py on the same logits."""
+def lopd_setup(tmp_path, **kw):
     import lopd_train.testing  # noqa: F401
-    from lopd_train import losses
+    from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
-    from lopd_train.algorithms.base import Batch
-    from lopd_train.composer import score_group
     from lopd_train.experience import ExperienceBank, Retriever
     from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
     from lopd_train.trainer import TrainConfig
@@ -119,19 +115,37 @@ def test_lopd_update_losses_equal_the_pure_loss_functions(tmp_path):
     base, tok = models.tiny_model()
     tok.padding_side = "left"
     peft_model = models.wrap_lora(base, {"student": models.lora_config(4, 8), "composer": models.lora_config(4, 8)})
-    cfg = TrainConfig(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2)
+    cfg = TrainConfig(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2, **kw)
     bank = ExperienceBank(tmp_path / "bank.sqlite")
     envs = make_envs("lopd-test/Coin-v0", 6, category="all")
     trajs = run_episodes(peft_model, tok, envs, ["heads_0"] * 3 + ["tails_1"] * 3, SamplingConfig(max_new_tokens=6,
                          top_m=5), groups=[0, 0, 0, 1, 1, 1])
     bank.add([t.trace for t in trajs])
-    from lopd_envs.trace import Trace
-
     for i in range(3):  # experiences of other tasks, so every group retrieves some
         tr = Trace(env_id="x", task_id=f"o{i}", task=f"Write note {i}", reward=1.0, success=True)
         tr.add({"text": f"note {i}"})
         bank.add([tr])
-    algo = LOPD(peft_model, tok, cfg, bank, Retriever(bank))
+    return peft_model, tok, cfg, trajs, LOPD(peft_model, tok, cfg, bank, Retriever(bank))
+
+
+def test_recomputing_the_encoder_gives_the_same_composer_update(tmp_path):
+    after = []
+    for recompute in (True, False):
+        peft_model, _, _, trajs, algo = lopd_setup(tmp_path / str(recompute), recompute_encoder=recompute)
+        algo.update(trajs)
+        after.append([p.detach().clone() for p in algo.composer_params])
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*after))
+    assert any(not torch.allclose(a, b) for a, b in zip(after[0], algo.composer_init))
+
+
+def test_lopd_update_losses_equal_the_pure_loss_functions(tmp_path):
+    """The two-pass update (teacher/composer, then student, with the sampler's recorded top-M) computes
+    exactly the reverse KL and margin of losses.py on the same logits."""
+    from lopd_train import losses
+    from lopd_train.algorithms.base import Batch
+    from lopd_train.composer import score_group
+
+    peft_model, tok, cfg, trajs, algo = lopd_setup(tmp_path)
     groups = Batch(trajs).groups_of()
     hits = algo.retrieve(groups)
     n_tokens = sum(t.n_actions for t in trajs)

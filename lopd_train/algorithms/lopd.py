@@ -98,7 +98,7 @@ class LOPD(Algorithm):
         hits = self.retrieve(groups) if groups else []
         used = [(members, h) for members, h in zip(groups, hits) if h]
         if not used:
-            return {"cold_start_nll": float("nan"), "cold_start_trajectories": 0}
+            return {"cold_start_nll": None, "cold_start_trajectories": 0}
         n_tokens = sum(t.n_actions for members, _ in used for t in members)
         total = 0.0
         for members, exps in used:

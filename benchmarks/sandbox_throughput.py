@@ -106,10 +106,7 @@ def run_lopd(dataset: str, problems: dict, solutions: dict[str, str], gt, sandbo
 
     def one(task_id: str):
         problem = problems[task_id]
-        oracle = gt.get(problem)
-        if oracle.error:
-            return task_id, ("fail", "fail")
-        d = ep.evaluate_solution(dataset, problem, oracle, solutions[task_id], sandbox)
+        d = ep.evaluate_task(dataset, problem, gt.get(problem), solutions[task_id], sandbox)
         return task_id, (d["base_status"], d["plus_status"])
 
     from lopd_envs.sandbox import SandboxPool

@@ -23,7 +23,8 @@ custom class (for example one whose ``__eq__`` always says yes) equals nothing, 
 its ``__eq__`` (the standard library's ``Counter``/``OrderedDict``/``defaultdict`` do come back as such);
 and the sandbox offers the standard library only (no numpy).
 Known gap: an expected output too large to ship out of the sandbox within 4 GiB (in the MBPP+ pre-release
-only Mbpp/255, ~1 GB for one plus input) leaves the task without expected outputs: it never passes here.
+only Mbpp/255, ~1 GB for one plus input) leaves that group without expected outputs: it is judged
+``fail`` (evalplus's own run fails it too: candidates run out of memory there), the other group as usual.
 
 Options: ``sandbox=`` (backend name or instance), ``version=`` (MBPP+: ``"auto"``, ``"v0.2.0"`` or a
 pre-release tag), ``timeout_per_task=`` (evalplus's ``EVALPLUS_TIMEOUT_PER_TASK``, 60 s per group).
@@ -38,7 +39,7 @@ import hashlib
 import json
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -58,7 +59,7 @@ MIN_TIME_LIMIT = 1.0  # evalplus DEFAULT_MIN_TIME_LIMIT
 GT_TIME_LIMIT_FACTOR = 4.0  # evalplus DEFAULT_GT_TIME_LIMIT_FACTOR
 TIMEOUT_PER_TASK = 60.0  # evalplus EVALPLUS_TIMEOUT_PER_TASK default
 MEMORY = 4 << 30  # evalplus's reliability guard: 4 GiB
-GROUNDTRUTH_VERSION = "1"
+GROUNDTRUTH_VERSION = "2"
 CATEGORIES = ("plus", "base")
 INSTRUCTION = ("Please provide a self-contained Python script that solves the following problem "
                "in a markdown code block:\n```python\n{prompt}\n```")
@@ -124,7 +125,11 @@ class Oracle:
     base_time: list[float]
     plus: list[Any]
     plus_time: list[float]
-    error: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)  # group -> why its expected outputs are missing
+
+    @property
+    def error(self) -> str | None:
+        return "; ".join(f"{g}: {e}" for g, e in self.errors.items()) or None
 
 
 class GroundTruth:
@@ -158,7 +163,7 @@ class GroundTruth:
         from lopd_envs.suites import valuecodec
         try:
             data = valuecodec.loads(self._file(problem["task_id"]).read_text())
-            return Oracle(data["base"], data["base_time"], data["plus"], data["plus_time"])
+            return Oracle(data["base"], data["base_time"], data["plus"], data["plus_time"], data.get("errors", {}))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -176,17 +181,18 @@ class GroundTruth:
             g, inputs = run.groups[name], problem[f"{name}_input"]
             missing = [i for i in range(len(inputs)) if i not in g.outputs]
             if g.exec_error or missing or run.result.error:
-                oracle.error = (g.exec_error or run.result.error or
-                                f"canonical solution failed on {name} input {missing[:1]}: "
-                                f"{g.errors.get(missing[0], run.result.stderr[-300:]) if missing else ''}")
+                oracle.errors[name] = (g.exec_error or run.result.error or
+                                       f"canonical solution failed on {name} input {missing[:1]}: "
+                                       f"{g.errors.get(missing[0], run.result.stderr[-300:]) if missing else ''}")
             setattr(oracle, name, [g.outputs.get(i) for i in range(len(inputs))])
             setattr(oracle, f"{name}_time", [g.times.get(i, 0.0) for i in range(len(inputs))])
-        if oracle.error is None:
+        if not (run.result.error or run.result.timed_out):  # cache real failures, not a broken/slow run
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = self._file(problem["task_id"]).with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
             tmp.write_text(json.dumps({"base": [valuecodec.encode(x) for x in oracle.base],
                                        "plus": [valuecodec.encode(x) for x in oracle.plus],
-                                       "base_time": oracle.base_time, "plus_time": oracle.plus_time}))
+                                       "base_time": oracle.base_time, "plus_time": oracle.plus_time,
+                                       "errors": oracle.errors}))
             os.replace(tmp, self._file(problem["task_id"]))
         return oracle
 
@@ -368,6 +374,24 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
     return details
 
 
+def evaluate_task(dataset: str, problem: dict, oracle: Oracle, solution: str, sandbox: Sandbox,
+                  base_only: bool = False, strict: bool = False,
+                  timeout_per_task: float = TIMEOUT_PER_TASK) -> dict[str, Any]:
+    """:func:`evaluate_solution`, with a group whose expected outputs are missing judged ``fail``."""
+    unavailable = {"status": "fail", "passed": 0, "reason": "expected outputs unavailable: "}
+    if "base" in oracle.errors:
+        out = {"task_id": problem["task_id"], "passed": False, "base_status": "fail",
+               "base": {**unavailable, "reason": unavailable["reason"] + oracle.errors["base"]},
+               "plus_status": None if base_only else "fail"}
+        return out
+    if "plus" in oracle.errors and not base_only:
+        out = evaluate_solution(dataset, problem, oracle, solution, sandbox, True, strict, timeout_per_task)
+        out.update(plus_status="fail", passed=False,
+                   plus={**unavailable, "reason": unavailable["reason"] + oracle.errors["plus"]})
+        return out
+    return evaluate_solution(dataset, problem, oracle, solution, sandbox, base_only, strict, timeout_per_task)
+
+
 _encoded_lock = threading.Lock()
 
 
@@ -468,13 +492,8 @@ class EvalPlusEnv(AgentEnv):
             return _groundtruths[key]
 
     def evaluate(self, problem: dict, solution: str) -> dict[str, Any]:
-        oracle = self.groundtruth.get(problem)
-        if oracle.error:
-            return {"task_id": problem["task_id"], "passed": False, "base_status": "fail",
-                    "plus_status": None if self.base_only else "fail",
-                    "reason": f"expected outputs unavailable: {oracle.error}"}
-        return evaluate_solution(self.dataset, problem, oracle, solution, self.sandbox, self.base_only,
-                                 strict=self.scoring == "strict", timeout_per_task=self.timeout_per_task)
+        return evaluate_task(self.dataset, problem, self.groundtruth.get(problem), solution, self.sandbox,
+                             self.base_only, strict=self.scoring == "strict", timeout_per_task=self.timeout_per_task)
 
 
 _groundtruths: dict[tuple, GroundTruth] = {}

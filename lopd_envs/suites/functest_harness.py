@@ -194,8 +194,9 @@ def _main():
                     pass
             try:
                 emit(record)
-            except (TypeError, ValueError, RecursionError) as exc:
-                emit({"g": name, "i": i, "err": f"unserialisable output: {type(exc).__name__}"})
+            except (TypeError, ValueError, RecursionError, MemoryError) as exc:
+                record = None  # (free a huge encoding before reporting)
+                emit({"g": name, "i": i, "err": f"output cannot be reported: {type(exc).__name__}"})
                 if not reference:
                     break
         emit({"g": name, "end": 1})

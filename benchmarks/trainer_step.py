@@ -4,7 +4,9 @@ batch and the same model. Prints the ratios (targets: time <= 1.5x, memory <= 1.
     python benchmarks/trainer_step.py                       # SmolLM2-135M-Instruct, 2 tasks x 4 rollouts
     python benchmarks/trainer_step.py --model tiny-random --reps 2
 
-Each algorithm runs in its own fresh process (so one cannot reuse the other's allocator pages). The batch is
+Time: GRPO and LOPD updates alternate in one process on the same policy and batch (other jobs on a shared
+machine then slow both alike); medians and best-of are reported. Memory: each algorithm alone in a fresh
+process (so one cannot reuse the other's allocator pages). The batch is
 synthetic but shaped like a BFCL rollout batch: ``--tasks`` tasks x ``--group`` rollouts, a chat prompt of
 about ``--prompt-tokens`` tokens and ``--completion-tokens`` sampled tokens each, half of them successful;
 LOPD retrieves J experiences per task from a bank of successful traces. Memory: on CUDA the peak allocated
@@ -95,7 +97,9 @@ def synthetic_batch(tokenizer, args, rng):
     return trajectories, traces
 
 
-def worker(args) -> dict:
+def setup(args, algos: list[str]):
+    """The policy (with a composer adapter when LOPD is among ``algos``), the synthetic batch with what the
+    sampler would have recorded, and one algorithm object per name, all on the same policy."""
     import numpy as np
     import torch
 
@@ -110,23 +114,21 @@ def worker(args) -> dict:
     torch.manual_seed(0)
     device = models.default_device() if args.device == "auto" else torch.device(args.device)
     backbone, tok = models.load_backbone(args.model, device, args.dtype)
-    cfg = TrainConfig(model=args.model, algo=args.algo, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
-                      gradient_checkpointing=args.gradient_checkpointing)
+    cfg = TrainConfig(model=args.model, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
+                      gradient_checkpointing=args.gradient_checkpointing, experience_tokens=args.experience_tokens)
     adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
-    algo_cls = ALGORITHMS[args.algo]
-    if not algo_cls.student_only:
+    if any(not ALGORITHMS[a].student_only for a in algos):
         adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha)
     policy = models.wrap_lora(backbone, adapters)
     if args.gradient_checkpointing:
         policy.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     trajectories, traces = synthetic_batch(tok, args, np.random.default_rng(0))
-    bank = retriever = None
     tmp = tempfile.TemporaryDirectory()
-    if algo_cls.uses_bank:
+    bank = retriever = None
+    if any(ALGORITHMS[a].uses_bank for a in algos):
         bank = ExperienceBank(Path(tmp.name) / "bank.sqlite")
         bank.add(traces)
         retriever = Retriever(bank)
-    algo = algo_cls(policy, tok, cfg, bank, retriever)
     with torch.no_grad():  # what the sampler records during a rollout: log-probs and the top-M (LOPD)
         for t in trajectories:
             ids = torch.tensor(t.input_ids, device=device)
@@ -135,38 +137,70 @@ def worker(args) -> dict:
             lp = logp.gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1)
             it = iter(lp.cpu().tolist())
             t.sample_logprobs = [next(it) if m else 0.0 for m in t.action_mask]
-            if args.algo == "lopd":
-                top = logp.topk(cfg.top_m, -1)
-                t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
+            top = logp.topk(cfg.top_m, -1)
+            t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
     policy.train()
-    times, cpu_times, peaks, increases = [], [], [], []
-    for rep in range(args.reps + 1):
+    objs = {a: ALGORITHMS[a](policy, tok, cfg, bank, retriever) for a in algos}
+    return device, trajectories, objs, tmp
+
+
+def timed_update(algo, trajectories, device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    with PeakRSS() as mem:
+        t0, c0 = time.perf_counter(), time.process_time()
+        metrics = algo.update(trajectories)
         if device.type == "cuda":
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-        with PeakRSS() as mem:
-            t0, c0 = time.perf_counter(), time.process_time()
-            metrics = algo.update(trajectories)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if rep == 0:
-            continue  # warm-up
-        times.append(elapsed)
-        cpu_times.append(cpu)
-        if device.type == "cuda":
-            peaks.append(torch.cuda.max_memory_allocated() / 2**20)
-            increases.append((torch.cuda.max_memory_allocated() - base) / 2**20)
-        else:
-            peaks.append(mem.peak / 2**20)
-            increases.append((mem.peak - mem.start) / 2**20)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if device.type == "cuda":
+        peak, inc = torch.cuda.max_memory_allocated() / 2**20, (torch.cuda.max_memory_allocated() - base) / 2**20
+    else:
+        peak, inc = mem.peak / 2**20, (mem.peak - mem.start) / 2**20
+    return {"seconds": elapsed, "cpu_seconds": cpu, "peak_mb": peak, "increase_mb": inc, "metrics": metrics}
+
+
+def memory_worker(args) -> dict:
+    """One algorithm alone in this process: its peak memory over a warm-up and ``--memory-reps`` updates."""
+    device, trajectories, objs, tmp = setup(args, [args.worker])
+    runs = [timed_update(objs[args.worker], trajectories, device) for _ in range(1 + args.memory_reps)]
     tmp.cleanup()
-    return {"algo": args.algo, "seconds": statistics.median(times), "times": times,
-            "cpu_seconds": statistics.median(cpu_times), "cpu_times": cpu_times, "peak_mb": max(peaks),
-            "increase_mb": max(increases), "tokens": sum(t.n_actions for t in trajectories),
-            "sequence_tokens": sum(len(t.input_ids) for t in trajectories), "device": str(device),
-            "context_fraction": metrics.get("context_fraction")}
+    return {"algo": args.worker, "peak_mb": max(r["peak_mb"] for r in runs),
+            "increase_mb": max(r["increase_mb"] for r in runs), "device": str(device),
+            "tokens": sum(t.n_actions for t in trajectories),
+            "sequence_tokens": sum(len(t.input_ids) for t in trajectories)}
+
+
+def timing_worker(args) -> dict:
+    """GRPO and LOPD updates alternated in one process on the same policy and batch, so that other jobs on a
+    shared machine slow both alike; a warm-up of each first."""
+    device, trajectories, objs, tmp = setup(args, ["grpo", "lopd"])
+    out = {a: {"times": [], "cpu_times": []} for a in objs}
+    for rep in range(args.reps + 1):
+        for name, algo in objs.items():
+            r = timed_update(algo, trajectories, device)
+            if rep:
+                out[name]["times"].append(r["seconds"])
+                out[name]["cpu_times"].append(r["cpu_seconds"])
+            if name == "lopd":
+                out[name]["context_fraction"] = r["metrics"].get("context_fraction")
+    tmp.cleanup()
+    return out
+
+
+def run_worker(mode: str, passthrough: list[str]) -> dict:
+    # glibc keeps freed heap pages; large blocks via mmap make the resident set track live memory
+    env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, __file__, "--worker", mode, *passthrough], cwd=ROOT, env=env,
+                          capture_output=True, text=True)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(proc.stderr[-3000:])
+    return json.loads(line[len("RESULT "):])
 
 
 def main(argv=None) -> int:
@@ -177,45 +211,46 @@ def main(argv=None) -> int:
     p.add_argument("--prompt-tokens", type=int, default=384)
     p.add_argument("--completion-tokens", type=int, default=64)
     p.add_argument("--bank-size", type=int, default=12)
+    p.add_argument("--experience-tokens", type=int, default=128)
     p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--reps", type=int, default=2, help="timed updates after one warm-up")
+    p.add_argument("--reps", type=int, default=3, help="timed update pairs (GRPO, LOPD) after a warm-up pair")
+    p.add_argument("--memory-reps", type=int, default=1, help="updates after a warm-up in each memory process")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--json", help="also write the results here")
-    p.add_argument("--worker", choices=["lopd", "grpo"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["lopd", "grpo", "timing"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        args.algo = args.worker
-        print("RESULT " + json.dumps(worker(args)), flush=True)
+        result = timing_worker(args) if args.worker == "timing" else memory_worker(args)
+        print("RESULT " + json.dumps(result), flush=True)
         return 0
-    results = {}
-    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--json" and not a.endswith(".json")]
-    for algo in ("grpo", "lopd"):
-        # glibc keeps freed heap pages; large blocks via mmap make the resident set track live memory
-        env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run([sys.executable, __file__, "--worker", algo, *passthrough], cwd=ROOT, env=env,
-                              capture_output=True, text=True)
-        line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
-        if proc.returncode != 0 or line is None:
-            print(proc.stderr[-3000:], file=sys.stderr)
-            return 1
-        results[algo] = json.loads(line[len("RESULT "):])
-    g, l = results["grpo"], results["lopd"]
-    summary = {"model": args.model, "batch": f"{args.tasks}x{args.group} trajectories, "
-               f"{g['sequence_tokens']} sequence tokens, {g['tokens']} sampled", "grpo": g, "lopd": l,
-               "time_ratio": l["seconds"] / g["seconds"], "cpu_time_ratio": l["cpu_seconds"] / g["cpu_seconds"],
-               "peak_memory_ratio": l["peak_mb"] / g["peak_mb"],
-               "update_memory_ratio": l["increase_mb"] / max(g["increase_mb"], 1e-9)}
-    print(f"model {args.model} on {g['device']}; batch: {summary['batch']}")
-    print(f"{'':6s} {'update s':>9s} {'CPU s':>8s} {'peak MB':>9s} {'+MB in update':>14s}")
-    for name in ("grpo", "lopd"):
-        r = results[name]
-        print(f"{name:6s} {r['seconds']:9.2f} {r['cpu_seconds']:8.2f} {r['peak_mb']:9.0f} {r['increase_mb']:14.0f}")
-    print(f"LOPD/GRPO time ratio {summary['time_ratio']:.2f} (CPU time {summary['cpu_time_ratio']:.2f}; target <= 1.5); "
-          f"peak memory ratio "
-          f"{summary['peak_memory_ratio']:.2f} (target <= 1.3); update-only memory ratio "
+    argv = list(argv if argv is not None else sys.argv[1:])
+    if "--json" in argv:
+        i = argv.index("--json")
+        del argv[i:i + 2]
+    timing = run_worker("timing", argv)
+    mem = {a: run_worker(a, argv) for a in ("grpo", "lopd")}
+    g, l = timing["grpo"], timing["lopd"]
+    summary = {
+        "model": args.model, "device": mem["grpo"]["device"],
+        "batch": f"{args.tasks} tasks x {args.group} rollouts, {mem['grpo']['sequence_tokens']} sequence tokens, "
+                 f"{mem['grpo']['tokens']} sampled",
+        "timing": timing, "memory": mem,
+        "time_ratio_median": statistics.median(l["times"]) / statistics.median(g["times"]),
+        "time_ratio_min": min(l["times"]) / min(g["times"]),
+        "cpu_time_ratio_median": statistics.median(l["cpu_times"]) / statistics.median(g["cpu_times"]),
+        "peak_memory_ratio": mem["lopd"]["peak_mb"] / mem["grpo"]["peak_mb"],
+        "update_memory_ratio": mem["lopd"]["increase_mb"] / max(mem["grpo"]["increase_mb"], 1e-9)}
+    print(f"model {args.model} on {summary['device']}; batch: {summary['batch']}")
+    print(f"{'':6s} {'median s':>9s} {'min s':>7s} {'CPU s':>7s} {'peak MB':>9s} {'+MB in update':>14s}")
+    for name, t in timing.items():
+        print(f"{name:6s} {statistics.median(t['times']):9.2f} {min(t['times']):7.2f} "
+              f"{statistics.median(t['cpu_times']):7.2f} {mem[name]['peak_mb']:9.0f} {mem[name]['increase_mb']:14.0f}")
+    print(f"LOPD/GRPO time ratio {summary['time_ratio_median']:.2f} median, {summary['time_ratio_min']:.2f} best-of, "
+          f"{summary['cpu_time_ratio_median']:.2f} CPU (target <= 1.5); peak memory ratio "
+          f"{summary['peak_memory_ratio']:.2f} (target <= 1.3), update-only memory ratio "
           f"{summary['update_memory_ratio']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))

@@ -72,6 +72,7 @@ def _atomic_dir(target: Path, build) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    os.chmod(tmp, 0o755)  # a normal folder once renamed (mkdtemp makes it private)
     try:
         build(tmp)
         if (target / "config.json").exists():  # another process won the race

@@ -8,6 +8,18 @@ Solutions: every canonical solution, then one simple mutant per task (an operato
 changed by an AST rewrite), so both passing and failing paths are timed. Both sides run with their
 expected outputs already cached (each is timed once cold as well). Verdict agreement is reported per task
 (pass/fail of base and of base+plus), which is the acceptance check for ``official`` scoring.
+
+Measured 2026-11-29 on the 2-core dev VM (shared, load average 3-4), bubblewrap, 2 workers, expected
+outputs cached on both sides; runs varied by about ±25 % with the load:
+  HumanEval+ canonical: lopd 17.7-20.9 s, evalplus 41.9-42.2 s -> 2.0-2.4x (evalplus --parallel 2: 41.8 s);
+      verdicts 164/164 identical (163 pass, HumanEval/32 fails in both).
+  HumanEval+ mutants:   lopd 6.9-7.6 s, evalplus 21.8-22.3 s -> 2.9-3.2x; 164/164 identical (12 pass).
+  Expected outputs from scratch: lopd 21-28 s; evalplus's first run (ground truth + evaluation) 55 s.
+  Per run over a bare ``python -I -S -c pass`` (6.6-6.8 ms): bubblewrap +9.9 to +19.5 ms, process +4.6
+      to +8.7 ms; docker not measured (no engine on the VM).
+  MBPP+ pre-release canonical (--dataset mbpp --skip-mutants): lopd 31 s vs evalplus 167 s; 397/399 statuses
+      identical, the two others (Mbpp/392, Mbpp/630) are slow canonical solutions that evalplus timed out
+      on under load.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -97,8 +98,14 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainConfig, argpar
     return TrainConfig(**values), args
 
 
+def quiet_known_warnings() -> None:
+    """Deprecation notices from peft/transformers internals that a user cannot act on."""
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+
+
 def train_main(argv: list[str] | None = None) -> int:
     cfg, args = config_from_args(argv)
+    quiet_known_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from lopd_train.trainer import train
@@ -138,6 +145,7 @@ def eval_parser() -> argparse.ArgumentParser:
 
 def eval_main(argv: list[str] | None = None) -> int:
     args = eval_parser().parse_args(argv)
+    quiet_known_warnings()
     import torch
 
     from lopd_train import evaluation

@@ -96,6 +96,7 @@ class TrainConfig:
     recompute_encoder: bool = knob(True, "encode experiences without a graph for the teacher pass, then again with "
                                          "one for the composer's backward (one extra encoder forward, much less "
                                          "peak memory)")
+    encoder_batch: int = knob(8, "experiences per encoder pass when the encoder is re-run for its backward")
     cold_start_batches: int = knob(1, "rollout batches sampled before training to cold-start the composer")
     cold_start_epochs: int = knob(2, "composer NLL passes over the cold-start successes")
     freeze_composer: bool = knob(False, "ablation: never update the composer")

@@ -115,10 +115,12 @@ class LOPD(Algorithm):
 
     # ------------------------------------------------------------------ one update
     def update(self, trajectories) -> dict[str, float]:
-        """Per task group: (1) composer + teacher forward, the composer's loss against the student's recorded
-        top-M distribution, backward (the teacher's graph is freed); (2) the student's forward and its
-        reverse KL to the detached teacher buckets, backward. The two graphs never coexist, so the peak
-        memory is about that of one policy-gradient pass."""
+        """The batch's unique retrieved experiences are encoded once into latent tokens (a leaf tensor). Per
+        task group: (1) teacher forward with the group's latent context, the composer's loss against the
+        student's recorded top-M distribution, backward into the latents (the teacher's graph is freed);
+        (2) the student's forward and its reverse KL to the detached teacher buckets, backward. The two
+        graphs never coexist. Finally the latents' gradient flows through the encoder (re-run with its
+        graph, in chunks, when ``recompute_encoder``), and student and composer take their steps."""
         cfg = self.cfg
         m: dict[str, float] = {"student_kl": 0.0, "composer_kl": 0.0, "margin_g": 0.0, "anchor": 0.0,
                                "grad_norm": 0.0, "composer_grad_norm": 0.0, "context_fraction": 0.0}
@@ -128,18 +130,27 @@ class LOPD(Algorithm):
             groups = batch.groups_of()
             hits = self.retrieve(groups)
             ctx_tokens = max(1, sum(t.n_actions for members, h in zip(groups, hits) if h for t in members))
+            # the batch's unique experiences, encoded once (shared by every group that retrieved them)
+            unique: dict[int, Any] = {}
+            for h in hits:
+                for e in h:
+                    unique.setdefault(e.id, e)
+            row = {eid: k for k, eid in enumerate(unique)}
+            train_composer = bool(unique) and not cfg.freeze_composer
+            latents = leaf = None
+            if unique:
+                texts = [e.text for e in unique.values()]
+                if cfg.recompute_encoder or not train_composer:
+                    with torch.no_grad():  # the encoder's graph is rebuilt for its backward, chunk by chunk
+                        latents = self.composer.encode(texts)
+                else:
+                    latents = self.composer.encode(texts)
+                leaf = latents.detach().requires_grad_(train_composer)
             for members, exps in zip(groups, hits):
                 seqs, masks, targets, _ = self.tensors(members)
                 stats = self.student_stats(members, seqs, masks)
-                train_composer = bool(exps) and not cfg.freeze_composer
-                latents = leaf = None
-                with torch.enable_grad() if train_composer else torch.no_grad():
-                    if cfg.recompute_encoder and train_composer:
-                        with torch.no_grad():  # encoder graph rebuilt after the teacher's backward (less memory)
-                            latents = self.latent_context(exps)
-                        context = leaf = latents.requires_grad_(True)
-                    else:
-                        context = self.latent_context(exps)
+                with torch.enable_grad() if train_composer and exps else torch.no_grad():
+                    context = leaf[[row[e.id] for e in exps]].reshape(-1, leaf.shape[-1]) if exps else None
                     t_all = score_group(self.policy, seqs, masks, context, teacher=True,
                                         share_prefix=self.share_prompt)
                     composer_loss, q_teacher = 0.0, []
@@ -161,11 +172,9 @@ class LOPD(Algorithm):
                         g_sum += float(g.detach()) * ctx_tokens
                         g_tokens += n
                         m["context_fraction"] += 1.0 / len(trajectories)
-                    if train_composer:
-                        composer_loss.backward()
-                        if leaf is not None:  # second encoder pass, now with its graph, fed the latent gradient
-                            self.latent_context(exps).backward(leaf.grad)
-                    del t_all, composer_loss, context, latents, leaf
+                    if train_composer and exps:
+                        composer_loss.backward()  # into the latent tokens (leaf); the teacher's graph is freed
+                    del t_all, composer_loss, context
                 s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
                 student_loss = 0.0
                 for s_logits, y, (idx, _, _), q_t in zip(s_all, targets, stats, q_teacher):
@@ -173,6 +182,15 @@ class LOPD(Algorithm):
                     student_loss = student_loss + losses.bucket_kl(q_s, q_t).mean() * (len(y) / batch.n_tokens)
                 student_loss.backward()
                 m["student_kl"] += float(student_loss.detach()) / len(batches)
+            if train_composer and leaf.grad is not None:  # the latent gradient into the composer
+                if cfg.recompute_encoder:
+                    texts = [e.text for e in unique.values()]
+                    step = max(1, cfg.encoder_batch)
+                    for i in range(0, len(texts), step):
+                        self.composer.encode(texts[i:i + step]).backward(leaf.grad[i:i + step])
+                else:
+                    latents.backward(leaf.grad)
+            del latents, leaf
             m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
             anchor, cnorm = self._finish_composer()
             m["anchor"] += anchor / len(batches)

@@ -94,7 +94,7 @@ class Composer(nn.Module):
         emb = embed_tokens(peft_model).weight
         embed_rms = float(emb.detach().float().pow(2).mean().sqrt())
         self.qformer = QFormer(hidden, emb.shape[1], num_queries, dim, layers, heads, embed_rms)
-        self.qformer.to(device=emb.device, dtype=emb.dtype)
+        self.qformer.to(device=emb.device)  # kept in fp32 (trainable) even when the backbone runs in bf16
         self._peft = [peft_model]  # a list, so the shared backbone is not registered as a submodule
         self.tokenizer = tokenizer
         self.adapter_name = adapter_name

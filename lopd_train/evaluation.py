@@ -3,7 +3,6 @@ JSON and a bar chart. Greedy decoding by default (deterministic scores)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor

@@ -19,11 +19,12 @@ from lopd_train.trainer import TrainConfig
 
 TRAIN_EPILOG = """\
 examples:
-  # the README main job: a short LOPD run of SmolLM2-135M-Instruct on BFCL-v3 'simple' (CPU)
-  lopd-train --env lopd/BFCLv3-v0 --category simple --model smollm2-135m-instruct --algo lopd \\
-      --steps 6 --tasks-per-step 4 --group-size 2 --output-dir runs/lopd-smollm2
+  # the README main job: a short LOPD run of SmolLM2-135M-Instruct on BFCL-v3 (CPU, ~6-7 min on 2 cores)
+  lopd-train --env lopd/BFCLv3-v0 --category simple,irrelevance --model smollm2-135m-instruct --algo lopd \\
+      --steps 12 --tasks-per-step 2 --group-size 4 --max-new-tokens 48 --experience-tokens 128 \\
+      --cold-start-epochs 1 --output-dir runs/lopd-smollm2-bfcl
   # continue after an interruption (same folder)
-  lopd-train --output-dir runs/lopd-smollm2 --resume
+  lopd-train --output-dir runs/lopd-smollm2-bfcl --resume
   # the policy-gradient baseline
   lopd-train --env lopd/BFCLv3-v0 --algo grpo --output-dir runs/grpo
   # every knob from a file (TOML or JSON); flags override it

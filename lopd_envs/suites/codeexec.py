@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from lopd_envs.core import Episode, Reaction, Score, Task
 from lopd_envs.sandbox import GiB, MiB, RunResult, Sandbox
+from lopd_envs.tools import AssistantTurn
 from lopd_envs.suites import valuecodec
 
 _HERE = Path(__file__).resolve().parent
@@ -139,9 +141,10 @@ def defines(code: str, name: str) -> bool:
 # ----------------------------------------------------------------------- running function tests
 
 @functools.lru_cache(maxsize=None)
-def harness_source() -> str:
-    """The sandbox program: the value codec followed by the function-test harness."""
-    return (_HERE / "valuecodec.py").read_text() + "\n\n" + (_HERE / "functest_harness.py").read_text()
+def harness_source(harness: str = "functest_harness.py") -> str:
+    """A sandbox program: the value codec, the request reader, then the harness (all standard library)."""
+    parts = ("valuecodec.py", "harness_io.py", harness)
+    return "\n\n".join((_HERE / part).read_text() for part in parts)
 
 
 @dataclass
@@ -300,3 +303,32 @@ def collect(records: Sequence[dict], names: Sequence[str]) -> dict[str, GroupOut
         except (ValueError, TypeError, KeyError, RecursionError, IndexError):
             continue
     return groups
+
+
+# ----------------------------------------------------------------------- the one-answer episode
+
+class CodeAnswerEpisode(Episode):
+    """One problem, one answer: the first action's code is judged in the sandbox and the episode ends.
+    Subclasses say how an answer is judged (:meth:`judge`) and which system prompt opens the dialogue."""
+
+    system_prompt: str = ""
+
+    def __init__(self, env: Any, task: Task):
+        super().__init__(env, task)
+        self.details: dict[str, Any] | None = None
+
+    def opening(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": self.task.instruction}]
+
+    def judge(self, text: str) -> tuple[dict[str, Any], str]:
+        """The scorer's details for the answer ``text`` and a one-line summary for the agent."""
+        raise NotImplementedError
+
+    def act(self, turn: AssistantTurn) -> Reaction:
+        self.details, summary = self.judge(turn.text if isinstance(turn.text, str) else "")
+        return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary],
+                        error=self.details.get("error"))
+
+    def score(self) -> Score:
+        details = self.details or {"passed": False, "error_message": "no answer"}
+        return Score(1.0 if details.get("passed") else 0.0, details)

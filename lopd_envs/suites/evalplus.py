@@ -46,11 +46,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from lopd_envs import assets
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, select
+from lopd_envs.core import AgentEnv, Task, select
 from lopd_envs.sandbox import Sandbox, get_sandbox
-from lopd_envs.suites.codeexec import (FunctionRun, Group, GroupOutcome, defines, encode_inputs, extract_code,
+from lopd_envs.suites.codeexec import (CodeAnswerEpisode, FunctionRun, Group, GroupOutcome, defines, encode_inputs, extract_code,
                                        fenced_blocks, run_function_tests)
-from lopd_envs.tools import AssistantTurn
 from lopd_envs.trace import compact
 
 HUMANEVAL_FILE = "HumanEvalPlus-v0.1.10.jsonl.gz"
@@ -422,34 +421,24 @@ def solution_from_answer(problem: dict, text: str) -> str:
 
 # ------------------------------------------------------------------------------------- env
 
-class CodeEpisode(Episode):
-    """One problem, one answer: the first action's code is scored and the episode ends."""
+class CodeEpisode(CodeAnswerEpisode):
+    """One problem, one answer: the function is taken from the answer and judged on base and plus inputs."""
 
-    def __init__(self, env: "EvalPlusEnv", task: Task):
-        super().__init__(env, task)
-        self.details: dict[str, Any] | None = None
+    system_prompt = SYSTEM
 
-    def opening(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.task.instruction}]
-
-    def act(self, turn: AssistantTurn) -> Reaction:
-        text = turn.text if isinstance(turn.text, str) else ""
+    def judge(self, text: str) -> tuple[dict[str, Any], str]:
         problem = self.task.data
         solution = solution_from_answer(problem, text)
         if not solution:
-            self.details = {"task_id": self.task.task_id, "passed": False, "base_status": "fail",
-                            "plus_status": None if self.env.base_only else "fail",
-                            "reason": "no Python code found in the answer"}
+            details = {"task_id": self.task.task_id, "passed": False, "base_status": "fail",
+                       "plus_status": None if self.env.base_only else "fail",
+                       "reason": "no Python code found in the answer"}
         else:
-            self.details = self.env.evaluate(problem, solution)
-            self.details["solution"] = compact(solution, 2000)
-        summary = f"base: {self.details['base_status']}" + \
-            ("" if self.env.base_only else f", plus: {self.details['plus_status']}")
-        return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary])
-
-    def score(self) -> Score:
-        details = self.details or {"passed": False, "reason": "no answer"}
-        return Score(1.0 if details.get("passed") else 0.0, details)
+            details = self.env.evaluate(problem, solution)
+            details["solution"] = compact(solution, 2000)
+        summary = f"base: {details['base_status']}" + \
+            ("" if self.env.base_only else f", plus: {details['plus_status']}")
+        return details, summary
 
 
 class EvalPlusEnv(AgentEnv):

@@ -100,24 +100,6 @@ def _guard(memory):
         _sys.modules[mod] = None
 
 
-def _read_request():
-    """``<length>\\n<request>`` from fd 0, read unbuffered: the rest of stdin carries control messages."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = _os.read(0, 1)
-        if not chunk:
-            return data
-        data += chunk
-    size, parts = int(data), []
-    while size > 0:
-        chunk = _os.read(0, min(size, 1 << 20))
-        if not chunk:
-            break
-        parts.append(chunk)
-        size -= len(chunk)
-    return b"".join(parts)
-
-
 def _main():
     import json
 

@@ -25,7 +25,6 @@ process), so ``sys.stdin.buffer`` and ``open(0)`` work as on the judges.
 from __future__ import annotations
 
 import base64
-import functools
 import io
 import json
 import logging
@@ -39,11 +38,10 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lopd_envs import assets
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, select
+from lopd_envs.core import AgentEnv, Task, select
 from lopd_envs.sandbox import MiB, Sandbox, get_sandbox
 from lopd_envs.suites import valuecodec
-from lopd_envs.suites.codeexec import extract_code, syntax_ok
-from lopd_envs.tools import AssistantTurn
+from lopd_envs.suites.codeexec import CodeAnswerEpisode, extract_code, harness_source, syntax_ok
 from lopd_envs.trace import compact
 
 log = logging.getLogger(__name__)
@@ -62,7 +60,6 @@ FORMAT_STDIN = ("### Format: Read the inputs from stdin solve the problem and wr
                 "directly test on the sample inputs). Enclose your code within delimiters as follows. Ensure that "
                 "when the python program runs, it reads the inputs, runs the algorithm and writes output to "
                 "STDOUT.\n```python\n# YOUR CODE HERE\n```\n\n")
-_HERE = Path(__file__).resolve().parent
 
 
 # ------------------------------------------------------------------------------------- data
@@ -221,11 +218,6 @@ def functional_matches(value: Any, expected_json: str) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
-def harness_source() -> str:
-    return (_HERE / "valuecodec.py").read_text() + "\n\n" + (_HERE / "lcb_harness.py").read_text()
-
-
 def evaluate(problem: dict, code: str, sandbox: Sandbox, strict: bool = False, timeout: int = TIMEOUT) -> dict:
     """Run and judge ``code`` on all tests of ``problem``; LiveCodeBench's result codes in ``results``
     (True, -2 wrong answer, -3 time limit, -4 runtime error, -1 global timeout)."""
@@ -248,7 +240,7 @@ def _in_process(problem: dict, code: str, sandbox: Sandbox, timeout: int) -> tup
     request = {"kind": problem["kind"], "code": code, "fn_name": problem.get("fn_name"),
                "inputs": problem["inputs"], "timeout": timeout, "guard": True}
     data = json.dumps(request).encode("utf-8", "surrogatepass")
-    run = sandbox.run(harness_source(), stdin=b"%d\n" % len(data) + data, timeout=(timeout + 1) * n + 5,
+    run = sandbox.run(harness_source("lcb_harness.py"), stdin=b"%d\n" % len(data) + data, timeout=(timeout + 1) * n + 5,
                       memory_limit=MEMORY, output=256 * MiB, processes=64, interact=StopAtFirstFailure(problem))
     results: list = []
     meta: dict[str, Any] = {}
@@ -347,42 +339,33 @@ def _strict_stdin(problem: dict, code: str, sandbox: Sandbox, timeout: int) -> t
 
 # ---------------------------------------------------------------------------------------- env
 
-class LiveCodeBenchEpisode(Episode):
-    def __init__(self, env: "LiveCodeBenchEnv", task: Task):
-        super().__init__(env, task)
-        self.details: dict[str, Any] | None = None
+class LiveCodeBenchEpisode(CodeAnswerEpisode):
+    """One problem, one answer: the fenced code is run on every public and private test."""
 
-    def opening(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": self.task.instruction}]
+    system_prompt = SYSTEM
 
-    def act(self, turn: AssistantTurn) -> Reaction:
-        text = turn.text if isinstance(turn.text, str) else ""
+    def judge(self, text: str) -> tuple[dict[str, Any], str]:
         strict = self.env.scoring == "strict"
         code = official_extract(text)
         if not code.strip() and strict:
             code = text if syntax_ok(text) else extract_code(text)
         problem = self.task.data
         try:
-            with_tests(problem)
+            n_tests = len(with_tests(problem)["inputs"])
         except Exception as exc:  # noqa: BLE001 - a corrupt row fails this task, not the caller
-            self.details = {"task_id": self.task.task_id, "passed": False, "results": [],
-                            "error_message": f"the problem's tests could not be decoded: {exc}"}
-            return Reaction([{"role": "user", "content": "[evaluation] the problem's tests are unreadable"}],
-                            done=True, results=["tests unreadable"], error=self.details["error_message"])
+            message = f"the problem's tests could not be decoded: {exc}"
+            return ({"task_id": self.task.task_id, "passed": False, "results": [], "error_message": message,
+                     "error": message}, "the problem's tests are unreadable")
         if not code.strip():
-            self.details = {"task_id": self.task.task_id, "passed": False, "results": [],
-                            "error_message": "no code block in the answer"}
+            details = {"task_id": self.task.task_id, "passed": False, "results": [],
+                       "error_message": "no code block in the answer"}
         else:
-            self.details = evaluate(problem, code, self.env.sandbox, strict, self.env.test_timeout)
-            self.details["code"] = compact(code, 2000)
-        passed = sum(r is True for r in self.details["results"])
-        summary = f"{passed}/{len(with_tests(problem)['inputs'])} tests passed" + \
-            (f" ({self.details['error_message']})" if self.details.get("error_message") else "")
-        return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary])
-
-    def score(self) -> Score:
-        details = self.details or {"passed": False, "error_message": "no answer"}
-        return Score(1.0 if details.get("passed") else 0.0, details)
+            details = evaluate(problem, code, self.env.sandbox, strict, self.env.test_timeout)
+            details["code"] = compact(code, 2000)
+        passed = sum(r is True for r in details["results"])
+        summary = f"{passed}/{n_tests} tests passed" + \
+            (f" ({details['error_message']})" if details.get("error_message") else "")
+        return details, summary
 
 
 class LiveCodeBenchEnv(AgentEnv):

@@ -62,7 +62,9 @@ def cache_dir() -> Path:
 
 
 def offline() -> bool:
-    return os.environ.get(OFFLINE_ENV, "") not in ("", "0") or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+    """Downloads are forbidden by ``LOPD_OFFLINE``. ``HF_HUB_OFFLINE`` governs the Hugging Face hub only
+    (suites whose data lives there honour it); it must not stop pinned PyPI or URL downloads."""
+    return os.environ.get(OFFLINE_ENV, "") not in ("", "0")
 
 
 def sha256_of(path: Path) -> str:
@@ -104,7 +106,7 @@ def locate(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | Non
         except Exception as exc:  # network, pip, checksum: all become the one clear message below
             reason = f"download from {describe(source)} failed: {exc}"
     elif source is not None:
-        reason = f"offline ({OFFLINE_ENV} or HF_HUB_OFFLINE set), so {describe(source)} was not downloaded"
+        reason = f"offline ({OFFLINE_ENV} set), so {describe(source)} was not downloaded"
     raise AssetMissing(missing_message(benchmark, relpath, tried, reason))
 
 
@@ -180,7 +182,7 @@ def extract_members(archive: Path, prefixes: tuple[str, ...], strip: str, dest: 
             if root not in target.parents:
                 raise AssetMissing(f"refusing to extract {info.filename!r} outside {dest}")
             target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".part")
+            tmp = target.with_name(f"{target.name}.{os.getpid()}.part")  # parallel fetchers never share it
             with zf.open(info) as src, open(tmp, "wb") as out:
                 shutil.copyfileobj(src, out)
             os.replace(tmp, target)

@@ -11,7 +11,6 @@ import pytest
 _SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 if "LOPD_DATA_DIR" not in os.environ and _SHARED.is_dir():
     os.environ["LOPD_DATA_DIR"] = str(_SHARED)
-_HF_OFFLINE_SET_HERE = "HF_HUB_OFFLINE" not in os.environ
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -28,17 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def bfcl_data() -> None:
     """BFCL-v3 ships in a PyPI wheel (not in ../shared/data): make sure it is in the user cache, fetched
-    once with pip, even though tests otherwise run with hub downloads off. Skips when it cannot be had
-    (``LOPD_OFFLINE`` set, or no registry), except under CI, where it fails."""
+    once with pip. Skips when it cannot be had (``LOPD_OFFLINE`` set, or no registry), except under CI,
+    where it fails."""
     from lopd_envs import assets
 
-    saved = os.environ.pop("HF_HUB_OFFLINE", None) if _HF_OFFLINE_SET_HERE else None
     try:
         assets.fetch_all("bfcl_v3")
     except assets.AssetMissing as exc:
         if os.environ.get("CI"):  # CI can reach PyPI: a missing wheel there is a failure, not a skip
             pytest.fail(f"BFCL-v3 data unavailable in CI: {exc}")
         pytest.skip(f"BFCL-v3 data unavailable: {exc}")
-    finally:
-        if saved is not None:
-            os.environ["HF_HUB_OFFLINE"] = saved

@@ -71,10 +71,7 @@ def _guard(memory):
     """evalplus's ``reliability_guard``, reproduced for verdict parity: the same functions disabled and the
     same data/stack limits, applied before the candidate's code runs."""
     import builtins
-    import faulthandler
     import resource
-    import shutil
-    import subprocess
 
     if memory:
         for lim in (resource.RLIMIT_DATA, resource.RLIMIT_STACK):
@@ -82,22 +79,9 @@ def _guard(memory):
                 resource.setrlimit(lim, (memory, memory))
             except (ValueError, OSError):
                 pass
-    faulthandler.disable()
+    _disable_host_functions()
     builtins.exit = None
-    builtins.quit = None
-    _os.environ["OMP_NUM_THREADS"] = "1"
-    for name in ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork",
-                 "forkpty", "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown",
-                 "chmod", "chown", "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir"):
-        setattr(_os, name, None)
     builtins.open = None
-    shutil.rmtree = None
-    shutil.move = None
-    shutil.chown = None
-    subprocess.Popen = None
-    builtins.help = None
-    for mod in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
-        _sys.modules[mod] = None
 
 
 def _main():

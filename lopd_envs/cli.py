@@ -24,22 +24,32 @@ def _load_class(entry_point: str):
     return getattr(mod, name)
 
 
+# Envs with several datasets under one id list each (ACEBench's languages).
+_VARIANTS: dict[str, list[dict]] = {"lopd/ACEBench-v0": [{"language": "en"}, {"language": "zh"}]}
+
+
 def envs_list(data_dir: str | None) -> int:
     for env_id, entry_point in ENV_ENTRY_POINTS.items():
-        try:
-            env = _load_class(entry_point)(category="all", data_dir=data_dir)
-        except assets.AssetMissing as exc:
-            first = str(exc).splitlines()[0]
-            print(f"{env_id}\n  data: MISSING ({first})")
-            continue
-        except Exception as exc:  # one broken suite must not hide the others
-            print(f"{env_id}\n  error: {type(exc).__name__}: {exc}")
-            continue
-        counts = collections.Counter(t.category for t in env.tasks)
-        print(f"{env_id}  ({len(env.tasks)} tasks, data found)")
-        for category, n in counts.items():
-            print(f"  {category:<40} {n:>6}")
+        for variant in _VARIANTS.get(env_id, [{}]):
+            _describe(env_id, entry_point, variant, data_dir)
     return 0
+
+
+def _describe(env_id: str, entry_point: str, variant: dict, data_dir: str | None) -> None:
+    label = env_id + "".join(f" {k}={v}" for k, v in variant.items())
+    try:
+        env = _load_class(entry_point)(category="all", data_dir=data_dir, **variant)
+    except assets.AssetMissing as exc:
+        first = str(exc).splitlines()[0]
+        print(f"{label}\n  data: MISSING ({first})")
+        return
+    except Exception as exc:  # one broken suite must not hide the others
+        print(f"{label}\n  error: {type(exc).__name__}: {exc}")
+        return
+    counts = collections.Counter(t.category for t in env.tasks)
+    print(f"{label}  ({len(env.tasks)} tasks, data found)")
+    for category, n in counts.items():
+        print(f"  {category:<40} {n:>6}")
 
 
 def assets_fetch(names: Sequence[str]) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from lopd_envs.suites.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
 
@@ -71,9 +71,10 @@ _OPEN, _CLOSE = "([{", ")]}"
 _GENERIC = re.compile(r"<\s*(?:[A-Z?][\w$.?]*(?:\s*(?:extends|super)\s*[\w$.]+)?\s*(?:,\s*)?)*(?=[\w\s,<>?.]*>)")
 
 
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas outside brackets and string literals; DecodeError on unbalanced input."""
-    parts, depth, start, quote, i = [], [], 0, "", 0
+def _code_chars(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
+    """``(index, char)`` for each character outside string literals (escapes skipped): the one scan
+    that both bracket matching and top-level splitting need. DecodeError on an unterminated string."""
+    quote, i = "", start
     while i < len(text):
         ch = text[i]
         if quote:
@@ -84,7 +85,18 @@ def _split_top_level(text: str) -> list[str]:
                 quote = ""
         elif ch in "\"'`":
             quote = ch
-        elif ch in _OPEN:
+        else:
+            yield i, ch
+        i += 1
+    if quote:
+        raise DecodeError("unterminated string")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas outside brackets and string literals; DecodeError on unbalanced input."""
+    parts, depth, start = [], [], 0
+    for i, ch in _code_chars(text):
+        if ch in _OPEN:
             depth.append(ch)
         elif ch in _CLOSE:
             if not depth or depth[-1] == "<" or _OPEN.index(depth.pop()) != _CLOSE.index(ch):
@@ -96,32 +108,21 @@ def _split_top_level(text: str) -> list[str]:
         elif ch == "," and not depth:
             parts.append(text[start:i])
             start = i + 1
-        i += 1
-    if quote or depth:
-        raise DecodeError("unterminated string or bracket")
+    if depth:
+        raise DecodeError("unterminated bracket")
     parts.append(text[start:])
     return parts
 
 
 def _matching_paren(text: str, open_at: int) -> int:
-    depth, quote, i = 0, "", open_at
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in _OPEN:
+    depth = 0
+    for i, ch in _code_chars(text, open_at):
+        if ch in _OPEN:
             depth += 1
         elif ch in _CLOSE:
             depth -= 1
             if depth == 0:
                 return i
-        i += 1
     raise DecodeError("unbalanced parentheses")
 
 

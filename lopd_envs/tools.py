@@ -250,23 +250,20 @@ def parse_tool_calls(text: str) -> AssistantTurn:
         return AssistantTurn(str(text), parse_error=f"action must be text or a message, got {type(text).__name__}")
     if len(text) > MAX_ACTION_CHARS:
         return AssistantTurn(text[:MAX_ACTION_CHARS], parse_error=f"action longer than {MAX_ACTION_CHARS} characters")
+    body = _strip_fence(text)
+    if "<tool_call>" in text:
+        syntax, read = "hermes", lambda: [c for block in _HERMES.findall(text)
+                                          for c in _calls_from_json_text(_strip_fence(block))]
+    elif body.startswith("{") or re.match(r"^\[\s*[{\]]", body):  # an object, a list of objects, or []
+        syntax, read = "json", lambda: _calls_from_json_text(body)
+    elif _PY_CALL_START.match(body) or (body.startswith("[") and body.endswith("]")):
+        syntax, read = "python", lambda: parse_python_calls(body)
+    else:
+        return AssistantTurn(text)
     try:
-        if "<tool_call>" in text:
-            blocks = _HERMES.findall(text)
-            calls = [c for block in blocks for c in _calls_from_json_text(_strip_fence(block))]
-            return AssistantTurn(text, calls, syntax="hermes")
-        body = _strip_fence(text)
-        if body.startswith("{") or re.match(r"^\[\s*[{\]]", body):
-            return AssistantTurn(text, _calls_from_json_text(body), syntax="json")
-        if re.fullmatch(r"\[\s*\]", body):
-            return AssistantTurn(text, [], syntax="python")
-        if _PY_CALL_START.match(body) or (body.startswith("[") and body.endswith("]")):
-            return AssistantTurn(text, parse_python_calls(body), syntax="python")
+        return AssistantTurn(text, read(), syntax=syntax)
     except ToolCallError as exc:
-        body = _strip_fence(text)
-        syntax = "hermes" if "<tool_call>" in text else "json" if body.startswith(("{", "[{")) else "python"
         return AssistantTurn(text, parse_error=str(exc), syntax=syntax)
-    return AssistantTurn(text)
 
 
 def parse_action(action: Any) -> AssistantTurn:

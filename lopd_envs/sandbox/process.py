@@ -23,12 +23,17 @@ class ProcessSandbox(Sandbox):
         super().__init__(limits)
         self.python = python or interpreter.resolve(as_root())
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
-        uid = UIDS.acquire() if as_root() else None
+    def argv(self, wd: Path, limits: Limits, uid: int | None = None) -> list[str]:
+        """The command line for one run of ``wd/main.py`` (also used by persistent sessions)."""
         argv = [self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(), str(wd / "main.py")]
         if uid is None:
             # Not root: RLIMIT_NPROC counts all of the caller's processes, so allow what already runs.
             argv[argv.index(BOOTSTRAP) + 4] = str(limits.processes + own_process_count())
+        return argv
+
+    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
+        uid = UIDS.acquire() if as_root() else None
+        argv = self.argv(wd, limits, uid)
         try:
             return execute(argv, stdin, limits, self.name, self.isolating, env=scrubbed_env(str(wd)),
                            cwd=str(wd), uid=uid, interact=interact)

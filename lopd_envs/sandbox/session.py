@@ -1,0 +1,305 @@
+"""A long-lived sandboxed program with a request/reply channel: the persistent sibling of ``Sandbox.run``.
+
+``Sandbox.run`` starts a fresh interpreter per program and collects its output once. Stateful suites
+(EnvScaler: one environment instance per episode, built from untrusted source) need the opposite: one
+sandboxed interpreter that lives for a whole episode and answers many small requests. A
+:class:`SandboxSession` starts ``program`` (a Python source, run as ``main.py`` under the backend's
+usual bootstrap and rlimits) and speaks length-prefixed frames on its stdin/stdout:
+
+    frame = 4-byte big-endian length + that many bytes (the payload; callers use JSON)
+
+Everything that protects the host is enforced *here*, in the host process, never by the sandboxed side:
+
+* every request has a wall-clock deadline; when it passes the worker's process group is killed and
+  reaped (a program that ignores signals, switches off its timers or spins in C cannot outlive it);
+* a reply's length header is checked against ``max_reply`` before a byte of the body is read, and the
+  body's nesting depth is counted before it is parsed (:func:`nesting_depth`);
+* the program's stderr is drained continuously and only its tail is kept (it cannot block or flood us);
+* the worker dies with the session: :meth:`close`, garbage collection, interpreter exit, and (under
+  bubblewrap) ``--die-with-parent`` when the host process itself dies.
+
+The session reuses the backends' own command lines (``BubblewrapSandbox.argv``, ``ProcessSandbox.argv``)
+and their unprivileged-uid slots, so its isolation is exactly theirs. The plain-process backend does
+not isolate; a session refuses it unless the caller opts in with ``allow_unisolated=True``. Docker has
+no streaming stdin in our backend and is not supported for sessions.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import selectors
+import signal
+import struct
+import subprocess
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Any, Mapping
+
+from lopd_envs.sandbox.base import (UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, as_user,
+                                    scrubbed_env, workdir)
+
+HEADER = struct.Struct(">I")
+MAX_REPLY = 4 * MiB
+MAX_DEPTH = 64
+STDERR_TAIL = 16 * 1024
+
+
+class SessionError(RuntimeError):
+    """The worker did not answer a request properly; the session is closed when this is raised."""
+
+    kind = "error"
+
+
+class SessionTimeout(SessionError):
+    kind = "timeout"
+
+
+class SessionCrashed(SessionError):
+    kind = "crashed"
+
+
+class ReplyRejected(SessionError):
+    """The reply broke the size or depth budget, or was not valid JSON."""
+
+    kind = "bad_reply"
+
+
+#: Prepend to a session program: ``read_frame() -> bytes | None`` and ``write_frame(bytes)`` on private
+#: copies of fds 0/1. The real fds 0 and 1 are then pointed at /dev/null and stderr, so a stray
+#: ``print`` (or ``input``) in code the program runs cannot corrupt or read the channel by accident.
+CHANNEL = r"""
+import os as _os, struct as _struct
+_RIN = _os.fdopen(_os.dup(0), "rb", buffering=0)
+_ROUT = _os.fdopen(_os.dup(1), "wb", buffering=0)
+_null = _os.open(_os.devnull, _os.O_RDONLY)
+_os.dup2(_null, 0)
+_os.dup2(2, 1)
+_os.close(_null)
+
+def _read_exact(n):
+    chunks, got = [], 0
+    while got < n:
+        data = _RIN.read(n - got)
+        if not data:
+            return None
+        chunks.append(data)
+        got += len(data)
+    return b"".join(chunks)
+
+def read_frame():
+    head = _read_exact(4)
+    if head is None:
+        return None
+    body = _read_exact(_struct.unpack(">I", head)[0])
+    return body
+
+def write_frame(payload):
+    _ROUT.write(_struct.pack(">I", len(payload)) + payload)
+    _ROUT.flush()
+
+def channel_fds():
+    return (_RIN.fileno(), _ROUT.fileno())
+"""
+
+
+def encode_frame(payload: bytes) -> bytes:
+    return HEADER.pack(len(payload)) + payload
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def nesting_depth(body: bytes) -> int:
+    """The deepest ``[``/``{`` nesting of a JSON text, counted with string contents removed, so that a
+    reply nested deeper than the budget is refused without ever reaching the recursive parser."""
+    skeleton = _JSON_STRING.sub(b"", body)
+    depth = deepest = 0
+    for char in skeleton.translate(None, b'\t\n\r :,0123456789-+.eEtrufalsn'):
+        if char in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
+def _launch(sandbox: Sandbox, wd: Path, limits: Limits, uid: int | None) -> tuple[list[str], dict, str | None]:
+    """``(argv, env, cwd)`` for running ``wd/main.py`` under ``sandbox``, from the backend's own argv."""
+    if sandbox.name == "bubblewrap":
+        return sandbox.argv(wd, limits), {}, None  # type: ignore[attr-defined]
+    if sandbox.name == "process":
+        return sandbox.argv(wd, limits, uid), scrubbed_env(str(wd)), str(wd)  # type: ignore[attr-defined]
+    raise SandboxUnavailable(f"the {sandbox.name} backend cannot host a persistent session "
+                             "(use bubblewrap, or the process backend with allow_unisolated=True)")
+
+
+_live: "weakref.WeakSet[SandboxSession]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for session in list(_live):
+        session.close()
+
+
+class SandboxSession:
+    """One sandboxed program answering framed requests until :meth:`close`. Not thread-safe: one
+    caller at a time (an episode owns its session)."""
+
+    def __init__(self, program: str, sandbox: Sandbox, limits: Limits | None = None,
+                 files: Mapping[str, str | bytes] | None = None, max_reply: int = MAX_REPLY,
+                 max_depth: int = MAX_DEPTH, allow_unisolated: bool = False):
+        if not sandbox.isolating and not allow_unisolated:
+            raise SandboxUnavailable(f"the {sandbox.name} backend does not isolate; pass allow_unisolated=True "
+                                     "to run untrusted code in a plain process anyway")
+        self.sandbox = sandbox
+        self.limits = limits or sandbox.limits
+        self.max_reply, self.max_depth = max_reply, max_depth
+        self.backend, self.isolating = sandbox.name, sandbox.isolating
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self._closed = False
+        self._workdir = workdir(program, files or {})
+        wd = self._workdir.__enter__()
+        self._uid = UIDS.acquire() if as_root() else None
+        try:
+            argv, env, cwd = _launch(sandbox, wd, self.limits, self._uid)
+            argv, ids = as_user(argv, self._uid)
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+                                         close_fds=True, bufsize=0, **ids)
+        except BaseException:
+            self._release()
+            raise
+        self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._drain.start()
+        self._finalizer = weakref.finalize(self, SandboxSession._reap, self.proc)
+        _live.add(self)
+
+    # -- the channel ---------------------------------------------------------------------------------
+    def request(self, message: Any, timeout: float) -> Any:
+        """Send ``message`` (JSON) and return the decoded reply. Raises :class:`SessionError` (and closes
+        the session) on deadline, crash, or a reply outside the budget."""
+        if self._closed:
+            raise SessionCrashed("the session is closed")
+        deadline = time.monotonic() + timeout
+        try:
+            payload = json.dumps(message, ensure_ascii=False).encode("utf-8")
+            self.proc.stdin.write(encode_frame(payload))
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            self.close()
+            raise SessionCrashed(f"the worker is gone ({exc}){self._tail()}") from None
+        try:
+            (length,) = HEADER.unpack(self._read_exact(HEADER.size, deadline, timeout))
+            if length > self.max_reply:
+                raise ReplyRejected(f"reply of {length} bytes is over the {self.max_reply}-byte budget")
+            body = self._read_exact(length, deadline, timeout)
+            if nesting_depth(body) > self.max_depth:
+                raise ReplyRejected(f"reply nested deeper than {self.max_depth} levels")
+            try:
+                return json.loads(body)
+            except (ValueError, RecursionError) as exc:
+                raise ReplyRejected(f"reply is not valid JSON: {exc}") from None
+        except SessionError:
+            self.close()
+            raise
+
+    def _read_exact(self, n: int, deadline: float, timeout: float) -> bytes:
+        fd = self.proc.stdout.fileno()
+        chunks, got = [], 0
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while got < n:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise SessionTimeout(f"no reply within {timeout:g} s; the worker was killed")
+                if not sel.select(timeout=remaining):
+                    continue
+                data = os.read(fd, min(n - got, 1 << 20))
+                if not data:
+                    self._wait_briefly()
+                    raise SessionCrashed(f"the worker exited (status {self.proc.returncode}){self._tail()}")
+                chunks.append(data)
+                got += len(data)
+        return b"".join(chunks)
+
+    # -- lifetime ------------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return not self._closed and self.proc.poll() is None
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Kill the worker's process group, reap it, release its uid and folder. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+        self._drain.join(timeout=1.0)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._release()
+        _live.discard(self)
+
+    def __enter__(self) -> "SandboxSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def _reap(proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        try:
+            proc.kill()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _release(self) -> None:
+        if self._uid is not None:
+            UIDS.release(self._uid)
+            self._uid = None
+        self._workdir.__exit__(None, None, None)
+
+    def _wait_briefly(self) -> None:
+        try:
+            self.proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _drain_stderr(self) -> None:
+        fd = self.proc.stderr.fileno()
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except (OSError, ValueError):
+                return
+            if not data:
+                return
+            self._stderr.append(data)
+            self._stderr_size += len(data)
+            while self._stderr_size > STDERR_TAIL and len(self._stderr) > 1:
+                self._stderr_size -= len(self._stderr.popleft())
+
+    def _tail(self) -> str:
+        tail = self.stderr_tail().strip()[-500:]
+        return f"; stderr: {tail}" if tail else ""

@@ -1,0 +1,193 @@
+"""The program that runs INSIDE the sandbox for one EnvScaler episode (standard library only).
+
+It is sent as the session program after :data:`lopd_envs.sandbox.session.CHANNEL` (which defines
+``read_frame``/``write_frame``) and is never imported by the host. It holds the one environment instance
+of the episode and answers JSON requests:
+
+* ``create``: build the class from ``code`` as EnvScaler's runner does (exec in a fresh module
+  ``dynamic_env``; ``cls(init_config)`` for a non-empty dict config, else ``cls({})``; on ``TypeError``
+  ``cls()``; then every ``init_config`` key set as an attribute) and keep a deep copy of the state
+  (``vars(instance)`` without dunder names) as ``initial_state``;
+* ``call``: ``getattr(instance, name)(**arguments)``; the observation is ``str(result)`` (official:
+  ``f"{result}"``), capped at ``max_chars``; ``invalid`` when the instance has no such attribute
+  (the official ``hasattr`` test) or, when ``names`` is given, the name is not among them;
+* ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
+* ``check``: each ``check_func`` source run against the final (or the initial) state with
+  ``initial_state`` as a global, each in its own forked child with its own deadline, so that one check
+  can neither hang the others nor change what they see. A verdict is ``True`` only for a result that
+  is the bool ``True``; a non-bool (even a truthy one) counts as failed, as in EnvScaler's
+  ``run_check_function``.
+
+Nothing here is trusted by the host: it enforces its own deadlines and budgets on every reply.
+"""
+import builtins
+import copy
+import json
+import os
+import select
+import signal
+import time
+import traceback
+import types
+
+MAX_ERROR = 20000
+
+
+def _state(instance):
+    return copy.deepcopy({k: v for k, v in vars(instance).items() if not (k.startswith("__") and k.endswith("__"))})
+
+
+def _jsonable(value, depth=0):
+    if depth > 40:
+        return repr(value)[:200]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    return repr(value)
+
+
+def _error_text(prefix=""):
+    text = prefix + traceback.format_exc()
+    return text if len(text) <= MAX_ERROR else text[:MAX_ERROR] + "\n...[truncated]"
+
+
+class Episode:
+    def __init__(self):
+        self.instance = None
+        self.initial = None
+
+    def create(self, req):
+        module = types.ModuleType("dynamic_env")
+        try:
+            exec(compile(req["code"], "<env_class_code>", "exec"), module.__dict__)
+        except BaseException:  # noqa: B036 - SystemExit from env code must not end the worker
+            return {"ok": False, "error": _error_text("env class code failed: ")}
+        cls = getattr(module, req["class_name"], None)
+        if cls is None:
+            return {"ok": False, "error": f"Class '{req['class_name']}' not found in provided env_class_code."}
+        config = req.get("init_config")
+        try:
+            try:
+                instance = cls(copy.deepcopy(config)) if config and isinstance(config, dict) else cls({})
+            except TypeError:
+                instance = cls()
+            if config and isinstance(config, dict):
+                for key, value in copy.deepcopy(config).items():
+                    setattr(instance, key, value)
+            self.instance = instance
+            self.initial = _state(instance)
+        except BaseException:  # noqa: B036
+            return {"ok": False, "error": _error_text("environment construction failed: ")}
+        return {"ok": True}
+
+    def call(self, req):
+        name, names = req["name"], req.get("names")
+        if self.instance is None or not isinstance(name, str):
+            return {"ok": False, "invalid": True}
+        if (names is not None and name not in names) or not hasattr(self.instance, name):
+            return {"ok": False, "invalid": True}
+        try:
+            result = getattr(self.instance, name)(**req.get("arguments", {}))
+            text = f"{result}"
+        except BaseException:  # noqa: B036
+            return {"ok": False, "error": _error_text("Error: <Exception>\n")}
+        limit = int(req.get("max_chars", 100000))
+        if len(text) > limit:
+            text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
+        return {"ok": True, "result": text}
+
+    def snapshot(self, req):
+        state = self.initial if req.get("which") == "initial" else _state(self.instance)
+        return {"ok": True, "state": _jsonable(state)}
+
+    def check(self, req):
+        if self.instance is None:
+            return {"ok": False, "error": "no environment"}
+        final = self.initial if req.get("against") == "initial" else _state(self.instance)
+        timeout = float(req.get("timeout", 5.0))
+        return {"ok": True, "results": [self._one_check(src, final, timeout) for src in req["funcs"]]}
+
+    def _one_check(self, source, final, timeout):
+        read_fd, write_fd = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(read_fd)
+            os.close(write_fd)
+            return {"passed": False, "error": f"could not start the check: {exc}"}
+        if pid == 0:  # the child: run one check, report one verdict, never return
+            os.close(read_fd)
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in channel_fds():  # noqa: F821 - defined by the channel prelude
+                    os.close(fd)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                namespace = {"__builtins__": builtins, "initial_state": copy.deepcopy(self.initial)}
+                exec(compile(source, "<check_func>", "exec"), namespace)
+                if "check_func" not in namespace:
+                    verdict = {"passed": False, "error": "Function 'check_func' not found."}
+                else:
+                    result = namespace["check_func"](copy.deepcopy(final))
+                    if isinstance(result, bool):
+                        verdict = {"passed": result is True, "error": None}
+                    else:
+                        verdict = {"passed": False, "error": "Function did not return a boolean.",
+                                   "returned": repr(type(result).__name__)}
+            except BaseException as exc:  # noqa: B036
+                verdict = {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            try:
+                os.write(write_fd, json.dumps(verdict).encode()[:8000])
+            finally:
+                os._exit(0)
+        os.close(write_fd)
+        data, deadline = b"", time.monotonic() + timeout
+        try:
+            while len(data) < 8192:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not select.select([read_fd], [], [], remaining)[0]:
+                    break
+                chunk = os.read(read_fd, 8192)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            os.close(read_fd)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            os.waitpid(pid, 0)
+        try:
+            verdict = json.loads(data)
+            return {"passed": verdict.get("passed") is True, "error": verdict.get("error")}
+        except ValueError:
+            if time.monotonic() >= deadline:
+                return {"passed": False, "error": f"check timed out after {timeout:g} s"}
+            return {"passed": False, "error": "check crashed without a verdict"}
+
+
+def main():
+    episode = Episode()
+    ops = {"create": episode.create, "call": episode.call, "snapshot": episode.snapshot, "check": episode.check}
+    while True:
+        frame = read_frame()  # noqa: F821 - defined by the channel prelude
+        if frame is None:
+            return
+        try:
+            req = json.loads(frame)
+            reply = ops[req["op"]](req)
+        except BaseException:  # noqa: B036 - a broken request or a hostile value's __str__
+            reply = {"ok": False, "error": _error_text("worker error: ")}
+        try:
+            payload = json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace")
+        except BaseException:  # noqa: B036
+            payload = json.dumps({"ok": False, "error": "unencodable reply"}).encode()
+        write_frame(payload)  # noqa: F821
+
+
+if __name__ == "__main__":  # run as the session program; importing this file does nothing
+    main()

@@ -114,11 +114,11 @@ def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workd
 # ----------------------------------------------------------------------------------------- lopd
 
 def run_lopd(dataset: str, problems: dict, solutions: dict[str, str], gt, sandbox, workers: int) -> tuple[float, dict]:
-    from lopd_envs.suites import evalplus as ep
+    from lopd_envs.suites.evalplus import judge as ep_judge
 
     def one(task_id: str):
         problem = problems[task_id]
-        d = ep.evaluate_task(dataset, problem, gt.get(problem), solutions[task_id], sandbox)
+        d = ep_judge.evaluate_task(dataset, problem, gt.get(problem), solutions[task_id], sandbox)
         return task_id, (d["base_status"], d["plus_status"])
 
     from lopd_envs.sandbox import SandboxPool
@@ -183,15 +183,15 @@ def main() -> None:
 
     os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     from lopd_envs.sandbox import default_workers, get_sandbox
-    from lopd_envs.suites import evalplus as ep
+    from lopd_envs.suites.evalplus import data as ep_data, groundtruth as ep_gt
 
     workers = args.workers or default_workers()
     report: dict = {"dataset": args.dataset, "workers": workers, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="lopd-bench-") as tmp:
         tmpdir = Path(tmp)
         os.environ["LOPD_CACHE"] = str(tmpdir / "lopd-cache")
-        path = ep.dataset_path(args.dataset)
-        problems = ep.load_problems(args.dataset, path)
+        path = ep_data.dataset_path(args.dataset)
+        problems = ep_data.load_problems(args.dataset, path)
         # evalplus's loader needs an uncompressed or .gz path; it accepts either
         sandbox = get_sandbox(args.backend)
         report["backend"] = sandbox.name
@@ -199,7 +199,7 @@ def main() -> None:
         if not args.skip_mutants:
             sets["mutants"] = {t: mutant(p, i) for i, (t, p) in enumerate(problems.items())}
 
-        gt = ep.GroundTruth(args.dataset, path, sandbox)
+        gt = ep_gt.GroundTruth(args.dataset, path, sandbox)
         start = time.perf_counter()
         with ThreadPoolExecutor(workers) as ex:
             list(ex.map(gt.get, problems.values()))

@@ -14,9 +14,12 @@ from hypothesis import strategies as st
 
 import lopd_envs
 from lopd_envs.sandbox import available_backends, get_sandbox
-from lopd_envs.suites import evalplus as ep
-from lopd_envs.suites import valuecodec
-from lopd_envs.suites.codeexec import GroupOutcome, extract_code, prune_to_entry_point
+from lopd_envs.codeexec import valuecodec
+from lopd_envs.codeexec.extract import extract_code, prune_to_entry_point
+from lopd_envs.codeexec.functest import GroupOutcome
+from lopd_envs.suites.evalplus import data as ep_data
+from lopd_envs.suites.evalplus import groundtruth as ep_gt
+from lopd_envs.suites.evalplus import judge as ep_judge
 
 gym.register_envs(lopd_envs)
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +29,8 @@ needs_sandbox = pytest.mark.skipif(all(v is not None for v in available_backends
 
 @pytest.fixture(scope="module")
 def humaneval():
-    path = ep.dataset_path("humaneval")
-    return path, ep.load_problems("humaneval", path)
+    path = ep_data.dataset_path("humaneval")
+    return path, ep_data.load_problems("humaneval", path)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,7 @@ def test_unfenced_answer_takes_the_longest_parseable_span():
 
 def test_body_only_completion_is_appended_to_the_prompt(humaneval):
     _, problems = humaneval
-    sol = ep.solution_from_answer(problems["HumanEval/53"], "    return x + y\n")
+    sol = ep_judge.solution_from_answer(problems["HumanEval/53"], "    return x + y\n")
     assert "def add(x: int, y: int)" in sol and sol.rstrip().endswith("return x + y")
 
 
@@ -96,9 +99,9 @@ def test_codec_turns_foreign_objects_into_opaque_values_that_equal_nothing():
 # ---------------------------------------------------------------------- comparison rules (pure)
 
 def test_float_outputs_compare_with_atol_and_exact_types():
-    assert ep.output_matches("humaneval", "f", [], 1.0 + 1e-9, 1.0, 0)[0]
-    assert not ep.output_matches("humaneval", "f", [], 1, 1.0 + 1e-3, 0)[0]
-    assert not ep.output_matches("humaneval", "f", [], [1.0], (1.0 + 1e-9,), 0)[0]  # list vs tuple
+    assert ep_judge.output_matches("humaneval", "f", [], 1.0 + 1e-9, 1.0, 0)[0]
+    assert not ep_judge.output_matches("humaneval", "f", [], 1, 1.0 + 1e-3, 0)[0]
+    assert not ep_judge.output_matches("humaneval", "f", [], [1.0], (1.0 + 1e-9,), 0)[0]  # list vs tuple
 
 
 def test_official_atol_leaks_to_later_inputs_strict_does_not():
@@ -106,28 +109,28 @@ def test_official_atol_leaks_to_later_inputs_strict_does_not():
     big = 10 ** 12
     outcome = GroupOutcome(outputs={0: 0.5, 1: big + 1}, ended=True)
     expected = [0.5, big]
-    assert ep.judge_group("humaneval", problem, "base", outcome, expected).status == "pass"  # quirk
-    assert ep.judge_group("humaneval", problem, "base", outcome, expected, strict=True).status == "fail"
+    assert ep_judge.judge_group("humaneval", problem, "base", outcome, expected).status == "pass"  # quirk
+    assert ep_judge.judge_group("humaneval", problem, "base", outcome, expected, strict=True).status == "fail"
 
 
 def test_humaneval_32_never_passes_officially_but_does_in_strict():
     problem = {"task_id": "HumanEval/32", "entry_point": "find_zero", "atol": 1e-4, "base_input": [[[1, 2]]]}
     outcome = GroupOutcome(outputs={0: -0.5}, ended=True)
-    assert ep.judge_group("humaneval", problem, "base", outcome, [-0.5]).status == "fail"
-    assert ep.judge_group("humaneval", problem, "base", outcome, [-0.5], strict=True).status == "pass"
+    assert ep_judge.judge_group("humaneval", problem, "base", outcome, [-0.5]).status == "fail"
+    assert ep_judge.judge_group("humaneval", problem, "base", outcome, [-0.5], strict=True).status == "pass"
 
 
 def test_mbpp_special_oracles():
-    assert ep.output_matches("mbpp", "similar_elements", [], (5, 4), (4, 5), 0)[0]  # set equality
-    assert ep.output_matches("mbpp", "text_match_three", [], valuecodec.Opaque("Match"), True, 0)[0]  # not None
-    assert not ep.output_matches("mbpp", "text_match_three", [], None, True, 0)[0]
-    assert ep.output_matches("mbpp", "are_equivalent", [], "anything", False, 0)[0]
+    assert ep_judge.output_matches("mbpp", "similar_elements", [], (5, 4), (4, 5), 0)[0]  # set equality
+    assert ep_judge.output_matches("mbpp", "text_match_three", [], valuecodec.Opaque("Match"), True, 0)[0]  # not None
+    assert not ep_judge.output_matches("mbpp", "text_match_three", [], None, True, 0)[0]
+    assert ep_judge.output_matches("mbpp", "are_equivalent", [], "anything", False, 0)[0]
 
 
 def test_missing_records_are_timeouts_and_errors_are_failures():
     problem = {"task_id": "T/1", "entry_point": "f", "atol": 0, "base_input": [[0], [1]]}
-    assert ep.judge_group("humaneval", problem, "base", GroupOutcome(outputs={0: 1}), [1, 2]).status == "timeout"
-    v = ep.judge_group("humaneval", problem, "base", GroupOutcome(outputs={0: 1}, errors={1: "ZeroDivisionError"},
+    assert ep_judge.judge_group("humaneval", problem, "base", GroupOutcome(outputs={0: 1}), [1, 2]).status == "timeout"
+    v = ep_judge.judge_group("humaneval", problem, "base", GroupOutcome(outputs={0: 1}, errors={1: "ZeroDivisionError"},
                                                                   ended=True), [1, 2])
     assert v.status == "fail" and v.first_failure == 1
 
@@ -218,7 +221,7 @@ def test_verdicts_equal_evalplus_untrusted_check_on_a_subset(humaneval):
 
     path, problems = humaneval
     bench = _bench()
-    gt = ep.GroundTruth("humaneval", path, get_sandbox())
+    gt = ep_gt.GroundTruth("humaneval", path, get_sandbox())
     for i, task_id in enumerate(FAST_TASKS):
         p = problems[task_id]
         canonical = p["prompt"] + p["canonical_solution"]
@@ -226,7 +229,7 @@ def test_verdicts_equal_evalplus_untrusted_check_on_a_subset(humaneval):
         for solution in (canonical, bench.mutant(p, i)):
             theirs = untrusted_check("humaneval", solution, p["base_input"], p["entry_point"], exp, p["atol"],
                                      times, fast_check=True)[0]
-            ours = ep.evaluate_solution("humaneval", p, gt.get(p), solution, get_sandbox(), base_only=True)
+            ours = ep_judge.evaluate_solution("humaneval", p, gt.get(p), solution, get_sandbox(), base_only=True)
             assert ours["base_status"] == theirs, (task_id, solution)
 
 
@@ -235,10 +238,10 @@ def _parity(dataset: str, with_mutants: bool) -> dict:
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
     bench = _bench()
-    path = ep.dataset_path(dataset)
-    problems = ep.load_problems(dataset, path)
+    path = ep_data.dataset_path(dataset)
+    problems = ep_data.load_problems(dataset, path)
     sandbox = get_sandbox()
-    gt = ep.GroundTruth(dataset, path, sandbox)
+    gt = ep_gt.GroundTruth(dataset, path, sandbox)
     with ThreadPoolExecutor(os.cpu_count()) as ex:
         list(ex.map(gt.get, problems.values()))
     sets = {"canonical": {t: p["prompt"] + p["canonical_solution"] for t, p in problems.items()}}
@@ -277,13 +280,13 @@ def test_mbpp_plus_canonical_parity_with_evalplus():
     evalplus's per-input limit under load (the pre-release has a few; their time is within 4x of it)."""
     result = _parity("mbpp", with_mutants=False)["canonical"]
     print(result)
-    path = ep.dataset_path("mbpp")
-    problems = ep.load_problems("mbpp", path)
-    gt = ep.GroundTruth("mbpp", path, get_sandbox())
+    path = ep_data.dataset_path("mbpp")
+    problems = ep_data.load_problems("mbpp", path)
+    gt = ep_gt.GroundTruth("mbpp", path, get_sandbox())
     for task_id in set(result["disagree"]) - UNSHIPPABLE:
         oracle = gt.get(problems[task_id])
         assert max(oracle.base_time + oracle.plus_time) > 0.05, (task_id, result["disagree_statuses"][task_id])
 
 
 def test_math_is_available_for_special_oracles():
-    assert math.isclose(ep._special()[4]([1, 2], -0.5), 0.0)
+    assert math.isclose(ep_judge._special()[4]([1, 2], -0.5), 0.0)

@@ -12,7 +12,8 @@ import pytest
 
 import lopd_envs
 from lopd_envs.sandbox import available_backends
-from lopd_envs.suites import livecodebench as lcb
+from lopd_envs.suites.livecodebench import data as lcb_data
+from lopd_envs.suites.livecodebench import judge as lcb_judge
 
 gym.register_envs(lopd_envs)
 needs_sandbox = pytest.mark.skipif(all(v is not None for v in available_backends().values()),
@@ -49,18 +50,18 @@ def step(env, task_id, text):
 # ------------------------------------------------------------------------------ the format
 
 def test_bundled_samples_are_in_the_official_format():
-    rows = [json.loads(line) for line in lcb.SAMPLES.read_text().splitlines()]
+    rows = [json.loads(line) for line in lcb_data.SAMPLES.read_text().splitlines()]
     fields = {"question_title", "question_content", "platform", "question_id", "contest_id", "contest_date",
               "starter_code", "difficulty", "public_test_cases", "private_test_cases", "metadata"}
     assert rows and all(set(r) == fields for r in rows)
-    kinds = {lcb.problem_from_row(r)["kind"] for r in rows}
+    kinds = {lcb_data.problem_from_row(r)["kind"] for r in rows}
     assert kinds == {"stdin", "functional"}
 
 
 def test_private_tests_decode_from_json_and_from_compressed_pickle():
     tests = [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
-    assert lcb.decode_private_tests(json.dumps(tests)) == tests
-    assert lcb.decode_private_tests(lcb.encode_private_tests(tests)) == tests
+    assert lcb_data.decode_private_tests(json.dumps(tests)) == tests
+    assert lcb_data.decode_private_tests(lcb_data.encode_private_tests(tests)) == tests
 
 
 class _Evil:
@@ -72,22 +73,22 @@ class _Evil:
 def test_private_tests_never_run_pickled_code(payload, capsys):
     field = base64.b64encode(zlib.compress(pickle.dumps(payload))).decode()
     with pytest.raises((pickle.UnpicklingError, ValueError)):
-        lcb.decode_private_tests(field)
+        lcb_data.decode_private_tests(field)
     assert "pwned" not in capsys.readouterr().out
 
 
 def test_release_versions_map_to_hub_files():
-    assert lcb.release_files("release_v1") == ["test.jsonl"]
-    assert lcb.release_files("release_v3") == ["test.jsonl", "test2.jsonl", "test3.jsonl"]
-    assert lcb.release_files("v2") == ["test2.jsonl"]
-    assert lcb.release_files("v1_v2") == ["test.jsonl", "test2.jsonl"]
+    assert lcb_data.release_files("release_v1") == ["test.jsonl"]
+    assert lcb_data.release_files("release_v3") == ["test.jsonl", "test2.jsonl", "test3.jsonl"]
+    assert lcb_data.release_files("v2") == ["test2.jsonl"]
+    assert lcb_data.release_files("v1_v2") == ["test.jsonl", "test2.jsonl"]
     with pytest.raises(ValueError):
-        lcb.release_files("latest")
+        lcb_data.release_files("latest")
 
 
 def test_local_path_date_window_difficulty_and_categories(tmp_path):
     path = tmp_path / "test.jsonl"
-    path.write_text(lcb.SAMPLES.read_text())
+    path.write_text(lcb_data.SAMPLES.read_text())
     all_ids = {t.task_id for t in gym.make("lopd/LiveCodeBench-v0", path=str(path)).unwrapped.tasks}
     assert len(all_ids) == 6
     window = gym.make("lopd/LiveCodeBench-v0", path=str(path), start_date="2024-07-01", end_date="2024-12-31")
@@ -112,13 +113,13 @@ def test_prompt_shows_starter_code_or_stdin_format(env):
     ("8\n9\n", "8\n", False), ("2.5000001", "2.500000", False), ("yes", "Yes", False), ("1e3", "1000", True),
 ])
 def test_stdout_comparison_follows_livecodebench(got, want, ok):
-    assert lcb.stdout_matches(got, want)[0] is ok
+    assert lcb_judge.stdout_matches(got, want)[0] is ok
 
 
 def test_official_extraction_takes_the_last_fenced_block():
     text = "```python\nprint(1)\n```\nbetter:\n```python\nprint(2)\n```"
-    assert lcb.official_extract(text) == "print(2)"
-    assert lcb.official_extract("print(2)") == ""
+    assert lcb_judge.official_extract(text) == "print(2)"
+    assert lcb_judge.official_extract("print(2)") == ""
 
 
 # ---------------------------------------------------------------------------------- runs

@@ -2,7 +2,7 @@
 
 ACEBench decodes answers with ``ast`` (``model_inference/utils.py:ast_parse`` for the normal categories,
 ``decode_function_list`` in the agent execution roles). Its value resolution is BFCL's, quirks included, and
-lives in :mod:`lopd_envs.suites.callast`; this module keeps what is ACEBench's own: how the text is wrapped
+lives in :mod:`lopd_envs.callast`; this module keeps what is ACEBench's own: how the text is wrapped
 before parsing, and that the normal decoder reads a bare call used as a value as ``{name: {}}``.
 
 The normal categories first delete every whitespace character of the answer (``"".join(text.split())``),
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from lopd_envs.suites.callast import Call, DecodeError, parse_expression, resolve_call
+from lopd_envs.callast import Call, DecodeError, parse_expression, resolve_call
 
 __all__ = ["Call", "DecodeError", "decode_answer", "decode_agent_message"]
 

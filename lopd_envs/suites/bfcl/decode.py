@@ -7,7 +7,7 @@ Both give the checker's input format, a list of ``{function_name: {param: value}
 
 The text decoder is reproduced rule by rule, quirks included; the value rules it shares with ACEBench
 (bare identifiers become strings, a unary operator negates whatever it is, literal arithmetic only where
-the harness calls ``eval``) live in :mod:`lopd_envs.suites.callast`. ``strict`` mode reads ``+``, ``-``, ``~``
+the harness calls ``eval``) live in :mod:`lopd_envs.callast`. ``strict`` mode reads ``+``, ``-``, ``~``
 and ``not`` as Python does.
 
 Java and JavaScript answers are read by a small scanner instead of tree-sitter (a dependency whose pins
@@ -26,7 +26,7 @@ import ast
 import re
 from typing import Any, Iterator
 
-from lopd_envs.suites.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
+from lopd_envs.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
 
 __all__ = ["DecodeError", "literal_arithmetic", "decode_python", "decode_call_text", "decode_text"]
 

@@ -2,7 +2,7 @@
 
 It reads one JSON request from stdin, writes one JSON line per input to a private copy of the original
 stdout, and sends the program's own stdout/stderr nowhere. It never decides pass or fail: comparisons
-happen in the scorer's process (see ``codeexec.py``), so code that tampers with this harness can at most
+happen in the scorer's process (see ``functest.py``), so code that tampers with this harness can at most
 change what it reports as its own return values. It stops a group at the first exception or time-out,
 as evalplus does, so hopeless candidates cost little.
 

@@ -1,0 +1,135 @@
+"""LiveCodeBench rows: where they come from (local files, the Hugging Face hub, our bundled samples), the
+release-file naming, and decoding private tests without ever running pickled code."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import pickle
+import re
+import threading
+import zlib
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from lopd_envs import assets
+
+log = logging.getLogger(__name__)
+
+HUB_REPO = "livecodebench/code_generation_lite"
+SAMPLES = Path(__file__).with_name("samples.jsonl")
+MAX_PRIVATE_BYTES = 1 << 31
+
+LIVECODEBENCH = assets.register(assets.Benchmark(
+    "livecodebench", "LiveCodeBench (code_generation_lite)", {},
+    note=f"LiveCodeBench's problems live on the Hugging Face hub ({HUB_REPO}): put its test*.jsonl files in "
+         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems."))
+
+
+class _StringsOnly(pickle.Unpickler):
+    """Unpickles plain data only: any reference to a class or function (the way pickle runs code) is
+    refused, so a crafted ``private_test_cases`` field cannot execute anything."""
+
+    def find_class(self, module: str, name: str):  # noqa: D401
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from private test cases")
+
+    def persistent_load(self, pid: Any):
+        raise pickle.UnpicklingError("refusing persistent ids in private test cases")
+
+
+def decode_private_tests(field: str) -> list[dict]:
+    """``private_test_cases``: JSON, or base64(zlib(pickle(JSON string))) decoded without running code."""
+    try:
+        return json.loads(field)
+    except (ValueError, TypeError):
+        pass
+    raw = base64.b64decode(field.encode("utf-8"), validate=False)
+    inflater = zlib.decompressobj()
+    data = inflater.decompress(raw, MAX_PRIVATE_BYTES)
+    if inflater.unconsumed_tail:
+        raise ValueError("private test cases larger than the decompression limit")
+    obj = _StringsOnly(io.BytesIO(data)).load()
+    if not isinstance(obj, str):
+        raise ValueError(f"private test cases must unpickle to a JSON string, got {type(obj).__name__}")
+    return json.loads(obj)
+
+
+def encode_private_tests(tests: list[dict]) -> str:
+    """The official compressed form (used to write our sample problems and in tests)."""
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode("ascii")
+
+
+def release_files(version: str) -> list[str]:
+    """Hub files of a release tag: ``release_vN`` = test.jsonl … testN.jsonl, ``vN`` = that increment only,
+    ``vA_vB`` = increments A … B."""
+    name = lambda n: "test.jsonl" if n == 1 else f"test{n}.jsonl"  # noqa: E731
+    if m := re.fullmatch(r"release_v(\d+)", version):
+        return [name(n) for n in range(1, int(m.group(1)) + 1)]
+    if m := re.fullmatch(r"v(\d+)", version):
+        return [name(int(m.group(1)))]
+    if m := re.fullmatch(r"v(\d+)_v(\d+)", version):
+        return [name(n) for n in range(int(m.group(1)), int(m.group(2)) + 1)]
+    raise ValueError(f"unknown LiveCodeBench release_version {version!r} (release_v1..release_v6, vN, vA_vB)")
+
+
+def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[list[Path], str]:
+    """The jsonl files to read and a label of where they came from."""
+    if path:
+        p = Path(path)
+        files = sorted(p.glob("test*.jsonl")) if p.is_dir() else [p]
+        if not files or not all(f.exists() for f in files):
+            raise FileNotFoundError(f"LiveCodeBench: no jsonl file at {path}")
+        return files, str(p)
+    wanted = release_files(version)
+    for folder in assets.candidate_dirs(LIVECODEBENCH.name, data_dir):
+        if all((folder / f).exists() for f in wanted):
+            return [folder / f for f in wanted], str(folder)
+    if not assets.offline():
+        try:
+            from huggingface_hub import hf_hub_download
+            files = [Path(hf_hub_download(HUB_REPO, f, repo_type="dataset")) for f in wanted]
+            return files, f"hub:{HUB_REPO}"
+        except Exception as exc:  # noqa: BLE001 - offline or no hub client: fall back below
+            log.warning("LiveCodeBench: hub download failed (%s); using the bundled sample problems", exc)
+    else:
+        log.warning("LiveCodeBench: no local files for %s and offline; using the bundled sample problems", version)
+    return [SAMPLES], "samples"
+
+
+def read_rows(files: Iterable[Path]) -> list[dict]:
+    rows = []
+    for f in files:
+        rows.extend(assets.read_jsonl(f))
+    return rows
+
+
+def problem_from_row(row: dict) -> dict:
+    """The row with metadata decoded. Private tests (often megabytes each) stay encoded until the problem
+    is first scored: see :func:`with_tests`."""
+    metadata = json.loads(row.get("metadata") or "{}")
+    kind = "functional" if metadata.get("func_name") else "stdin"
+    return {**row, "metadata": metadata, "kind": kind, "fn_name": metadata.get("func_name"),
+            "contest_date": str(row.get("contest_date", ""))}
+
+
+_tests_lock = threading.Lock()
+
+
+def with_tests(problem: dict) -> dict:
+    """``problem`` with ``inputs``/``outputs``: all tests, public then private, as LiveCodeBench runs them
+    (decoded once, then kept)."""
+    if "inputs" not in problem:
+        public = json.loads(problem["public_test_cases"])
+        tests = public + decode_private_tests(problem["private_test_cases"])
+        with _tests_lock:
+            problem.setdefault("n_public", len(public))
+            problem.setdefault("outputs", [t["output"] for t in tests])
+            problem.setdefault("inputs", [t["input"] for t in tests])
+    return problem
+
+
+def parse_date(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "")[:19]) if "T" in text else datetime.strptime(text[:10], "%Y-%m-%d")

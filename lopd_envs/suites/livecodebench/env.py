@@ -1,0 +1,93 @@
+"""The LiveCodeBench gymnasium env: one problem per episode, one answer, judged by :mod:`.judge`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+
+from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
+from lopd_envs.codeexec.extract import extract_code, syntax_ok
+from lopd_envs.core import Task, select
+from lopd_envs.suites.livecodebench.data import SAMPLES, find_files, parse_date, problem_from_row, read_rows, with_tests
+from lopd_envs.suites.livecodebench.judge import TIMEOUT, evaluate, official_extract
+from lopd_envs.trace import compact
+
+CATEGORIES = ("stdin", "functional")
+SYSTEM = ("You are an expert Python programmer. You will be given a question (problem specification) and will "
+          "generate a correct Python program that matches the specification and passes all tests.")
+FORMAT_STARTER = ("### Format: You will use the following starter code to write the solution to the problem and "
+                  "enclose your code within delimiters.\n```python\n{starter}\n```\n\n")
+FORMAT_STDIN = ("### Format: Read the inputs from stdin solve the problem and write the answer to stdout (do not "
+                "directly test on the sample inputs). Enclose your code within delimiters as follows. Ensure that "
+                "when the python program runs, it reads the inputs, runs the algorithm and writes output to "
+                "STDOUT.\n```python\n# YOUR CODE HERE\n```\n\n")
+
+
+def instruction(problem: dict) -> str:
+    fmt = FORMAT_STARTER.format(starter=problem["starter_code"]) if problem.get("starter_code") else FORMAT_STDIN
+    return f"### Question:\n{problem['question_content']}\n\n{fmt}### Answer: (use the provided format with backticks)\n\n"
+
+
+class LiveCodeBenchEpisode(CodeAnswerEpisode):
+    """One problem, one answer: the fenced code is run on every public and private test."""
+
+    system_prompt = SYSTEM
+
+    def judge(self, text: str) -> tuple[dict[str, Any], str]:
+        strict = self.env.scoring == "strict"
+        code = official_extract(text)
+        if not code.strip() and strict:
+            code = text if syntax_ok(text) else extract_code(text)
+        problem = self.task.data
+        try:
+            n_tests = len(with_tests(problem)["inputs"])
+        except Exception as exc:  # noqa: BLE001 - a corrupt row fails this task, not the caller
+            message = f"the problem's tests could not be decoded: {exc}"
+            return ({"task_id": self.task.task_id, "passed": False, "results": [], "error_message": message,
+                     "error": message}, "the problem's tests are unreadable")
+        if not code.strip():
+            details = {"task_id": self.task.task_id, "passed": False, "results": [],
+                       "error_message": "no code block in the answer"}
+        else:
+            details = evaluate(problem, code, self.env.sandbox, strict, self.env.test_timeout)
+            details["code"] = compact(code, 2000)
+        passed = sum(r is True for r in details["results"])
+        summary = f"{passed}/{n_tests} tests passed" + \
+            (f" ({details['error_message']})" if details.get("error_message") else "")
+        return details, summary
+
+
+class LiveCodeBenchEnv(CodeEnv):
+    """Options beyond :class:`CodeEnv`'s: ``path=``/``source=`` (where rows come from), ``release_version=``,
+    ``start_date=``/``end_date=``, ``difficulty=`` and ``test_timeout=`` (seconds per test)."""
+
+    env_id = "lopd/LiveCodeBench-v0"
+    episode_class = LiveCodeBenchEpisode
+
+    def __init__(self, category: str | Sequence[str] = "all", *, path: str | None = None,
+                 source: str | None = None, release_version: str = "release_v6", start_date: str | None = None,
+                 end_date: str | None = None, difficulty: str | Sequence[str] | None = None,
+                 test_timeout: int = TIMEOUT, **options: Any):
+        self.path, self.source_choice, self.release_version = path, source, release_version
+        self.start_date, self.end_date = start_date, end_date
+        self.difficulty = [difficulty] if isinstance(difficulty, str) else difficulty
+        self.test_timeout = int(test_timeout)
+        super().__init__(category=category, **options)
+
+    def load_tasks(self, category, data_dir):
+        kinds = select(category, CATEGORIES)
+        if self.source_choice == "samples":
+            files, self.source = [SAMPLES], "samples"
+        else:
+            files, self.source = find_files(self.path, data_dir, self.release_version)
+        start = datetime.strptime(self.start_date, "%Y-%m-%d") if self.start_date else None
+        end = datetime.strptime(self.end_date, "%Y-%m-%d") if self.end_date else None
+        for row in read_rows(files):
+            problem = problem_from_row(row)
+            date = parse_date(problem["contest_date"]) if problem["contest_date"] else None
+            if (start and date and date < start) or (end and date and date > end):
+                continue
+            if self.difficulty and problem.get("difficulty") not in self.difficulty:
+                continue
+            if problem["kind"] in kinds:
+                yield Task(problem["question_id"], problem["kind"], instruction(problem), [], problem)

@@ -1,4 +1,7 @@
-"""Where benchmark data (and downloaded model files) come from, in one place (DESIGN.md section 6).
+"""Where benchmark data (and downloaded model files) come from: the mechanism only (DESIGN.md section 6).
+
+Each suite declares its own files, pinned sources and hashes in its own folder and :func:`register`\ s them;
+this module resolves, downloads and verifies them, and lists what was declared (:func:`benchmarks`).
 
 Resolution order for a file of a benchmark: an explicit ``data_dir`` → ``$LOPD_DATA_DIR/<benchmark>/`` →
 the user cache (``$LOPD_CACHE`` or ``~/.cache/lopd``) → a download from the pinned official source,
@@ -13,8 +16,11 @@ dependency whose pins could break the user's environment.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
+import logging
 import os
+import pkgutil
 import shutil
 import subprocess
 import sys
@@ -27,6 +33,7 @@ from pathlib import Path
 DATA_ENV = "LOPD_DATA_DIR"
 CACHE_ENV = "LOPD_CACHE"
 OFFLINE_ENV = "LOPD_OFFLINE"
+log = logging.getLogger(__name__)
 
 
 class AssetMissing(FileNotFoundError):
@@ -202,67 +209,38 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-# ------------------------------------------------------------------------------------- the sources
+# ---------------------------------------------------------------------- the registry of benchmarks
 
-BFCL_WHEEL = Source(
-    kind="pypi", ref="bfcl-eval==2025.8.6.2",
-    sha256="fdb996ac963ed1c6fce1eb4884053aae4a6de282fb931665a46dbeed204a228d",
-    members=("bfcl_eval/data/", "bfcl_eval/eval_checker/multi_turn_eval/func_source_code/"),
-    strip="bfcl_eval/")
-
-BFCL_CATEGORIES_FILES = (
-    "simple", "multiple", "parallel", "parallel_multiple", "java", "javascript", "irrelevance",
-    "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple", "live_irrelevance",
-    "live_relevance", "multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
-    "multi_turn_long_context")
-
-
-def _bfcl_files() -> dict[str, Source]:
-    files = {f"data/BFCL_v3_{c}.json": BFCL_WHEEL for c in BFCL_CATEGORIES_FILES}
-    files.update({f"data/possible_answer/BFCL_v3_{c}.json": BFCL_WHEEL for c in BFCL_CATEGORIES_FILES
-                  if c not in ("irrelevance", "live_irrelevance", "live_relevance")})
-    for api in ("gorilla_file_system", "math_api", "message_api", "posting_api", "ticket_api",
-                "trading_bot", "travel_booking", "vehicle_control"):
-        files[f"data/multi_turn_func_doc/{api}.json"] = BFCL_WHEEL
-        files[f"eval_checker/multi_turn_eval/func_source_code/{api}.py"] = BFCL_WHEEL
-    files["eval_checker/multi_turn_eval/func_source_code/long_context.py"] = BFCL_WHEEL
-    return files
-
-
-BFCL_V3 = Benchmark("bfcl_v3", "BFCL-v3", _bfcl_files(),
-                    note="BFCL-v3 ships inside the PyPI wheel bfcl-eval==2025.8.6.2; lopd takes it without "
-                         "its dependencies (they conflict with evalplus).")
-
-ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
-
-
-def _acebench_files() -> dict[str, Source]:
-    manifest = json.loads((Path(__file__).with_name("acebench_sha256.json")).read_text())
-    base = f"https://raw.githubusercontent.com/ACEBench/ACEBench/{ACEBENCH_COMMIT}/data_all/"
-    return {rel: Source("url", base + rel, sha) for rel, sha in manifest.items()}
-
-
-ACEBENCH = Benchmark("acebench", "ACEBench", _acebench_files())
-
-EVALPLUS = Benchmark("evalplus", "EvalPlus (HumanEval+ / MBPP+)", {
-    "HumanEvalPlus-v0.1.10.jsonl.gz": Source(
-        "url", "https://github.com/evalplus/humanevalplus_release/releases/download/v0.1.10/"
-               "HumanEvalPlus-v0.1.10.jsonl.gz",
-        "272720b90ac375502c8ed23cd791c2a93dfb22a911641a494da74a426c09f101"),
-    "MbppPlus-v0.2.0.jsonl.gz": Source(
-        "url", "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus-v0.2.0.jsonl.gz"),
-})
-
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in (BFCL_V3, ACEBENCH, EVALPLUS)}
+BENCHMARKS: dict[str, Benchmark] = {}
+_discovered = False
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    """Suites whose sources live with them (hub datasets) add themselves here for ``lopd assets``."""
+    """Each suite declares its files (and their pinned sources and hashes) in its own folder and registers
+    them here, so ``lopd assets`` and the envs share one declaration."""
     BENCHMARKS[benchmark.name] = benchmark
     return benchmark
 
 
+def benchmarks() -> dict[str, Benchmark]:
+    """Every declared benchmark: the suites under :mod:`lopd_envs.suites` are imported once (each registers
+    its files on import). A suite that fails to import is reported and skipped, not fatal: one broken
+    suite must not hide the others' data."""
+    global _discovered
+    if not _discovered:
+        import lopd_envs.suites  # here, not at the top: the suites import this module
+
+        for info in pkgutil.iter_modules(lopd_envs.suites.__path__):
+            if info.ispkg:
+                try:
+                    importlib.import_module(f"lopd_envs.suites.{info.name}")
+                except Exception as exc:  # noqa: BLE001 - reported, the rest still listed
+                    log.warning("suite %s did not load: %s", info.name, exc)
+        _discovered = True
+    return BENCHMARKS
+
+
 def fetch_all(name: str) -> list[Path]:
     """Fetch (or find) every file of a benchmark; returns their paths."""
-    bench = BENCHMARKS[name]
+    bench = benchmarks()[name]
     return [locate(bench, rel) for rel in bench.files]

@@ -53,13 +53,13 @@ def _describe(env_id: str, entry_point: str, variant: dict, data_dir: str | None
 
 
 def assets_fetch(names: Sequence[str]) -> int:
-    names = list(assets.BENCHMARKS) if list(names) == ["all"] else names
+    names = list(assets.benchmarks()) if list(names) == ["all"] else names
     status = 0
     for name in names:
-        if name not in assets.BENCHMARKS:
-            print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.BENCHMARKS)}, all", file=sys.stderr)
+        if name not in assets.benchmarks():
+            print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.benchmarks())}, all", file=sys.stderr)
             return 2
-        bench = assets.BENCHMARKS[name]
+        bench = assets.benchmarks()[name]
         try:
             for rel in tqdm(list(bench.files), desc=f"fetch {name}", unit="file"):
                 assets.locate(bench, rel)
@@ -71,9 +71,9 @@ def assets_fetch(names: Sequence[str]) -> int:
 
 
 def assets_where(name: str, data_dir: str | None) -> int:
-    bench = assets.BENCHMARKS.get(name)
+    bench = assets.benchmarks().get(name)
     if bench is None:
-        print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.BENCHMARKS)}", file=sys.stderr)
+        print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.benchmarks())}", file=sys.stderr)
         return 2
     for rel in bench.files:
         found = next((d / rel for d in assets.candidate_dirs(name, data_dir) if (d / rel).exists()), None)
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     group = sub.add_parser("assets", help="benchmark data files").add_subparsers(dest="verb", required=True)
     fetch = group.add_parser("fetch", help="download or locate a benchmark's files into the cache "
                                            f"(cache: ${assets.CACHE_ENV} or ~/.cache/lopd)")
-    fetch.add_argument("names", nargs="+", help=f"benchmarks: {', '.join(assets.BENCHMARKS)}, or all")
+    fetch.add_argument("names", nargs="+", help=f"benchmarks: {', '.join(assets.benchmarks())}, or all")
     where = group.add_parser("where", help="where each file of a benchmark resolves to")
     where.add_argument("name")
     where.add_argument("--data-dir", default=None)

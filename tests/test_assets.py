@@ -10,6 +10,8 @@ import pytest
 
 from lopd_envs import assets
 from lopd_envs.assets import AssetMissing, Benchmark, Source
+from lopd_envs.suites.acebench.data import ACEBENCH, ACEBENCH_COMMIT
+from lopd_envs.suites.bfcl.data import BFCL_V3
 
 
 @pytest.fixture
@@ -41,7 +43,7 @@ def test_resolution_order_explicit_then_env_then_cache(isolated, monkeypatch):
 def test_missing_offline_names_file_source_and_env_var(isolated, monkeypatch):
     monkeypatch.setenv(assets.OFFLINE_ENV, "1")
     with pytest.raises(AssetMissing) as err:
-        assets.locate(assets.BFCL_V3, "data/BFCL_v3_simple.json")
+        assets.locate(BFCL_V3, "data/BFCL_v3_simple.json")
     message = str(err.value)
     assert "data/BFCL_v3_simple.json" in message and "bfcl-eval==2025.8.6.2" in message
     assert assets.DATA_ENV in message and "lopd assets fetch bfcl_v3" in message
@@ -52,7 +54,7 @@ def test_failed_download_is_reported_not_raised_raw(isolated, monkeypatch):
         raise OSError("network unreachable")
     monkeypatch.setattr(assets, "download_wheel", boom)
     with pytest.raises(AssetMissing, match="network unreachable"):
-        assets.locate(assets.BFCL_V3, "data/BFCL_v3_simple.json")
+        assets.locate(BFCL_V3, "data/BFCL_v3_simple.json")
 
 
 def _wheel(tmp: Path, members: dict[str, str]) -> Path:
@@ -100,5 +102,11 @@ def test_corrupt_jsonl_names_the_line(isolated):
 
 
 def test_acebench_sources_are_pinned_with_checksums():
-    files = assets.ACEBENCH.files
-    assert len(files) == 68 and all(s.sha256 and assets.ACEBENCH_COMMIT in s.ref for s in files.values())
+    files = ACEBENCH.files
+    assert len(files) == 68 and all(s.sha256 and ACEBENCH_COMMIT in s.ref for s in files.values())
+
+
+def test_every_suite_declares_its_benchmark_to_the_registry():
+    declared = assets.benchmarks()
+    assert {"bfcl_v3", "acebench", "evalplus", "livecodebench"} <= set(declared)
+    assert declared["bfcl_v3"] is BFCL_V3 and declared["acebench"] is ACEBENCH

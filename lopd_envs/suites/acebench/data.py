@@ -4,13 +4,27 @@ create; episodes copy whatever they mutate (the agent ``initial_config``)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from lopd_envs.assets import ACEBENCH, locate, read_jsonl
+from lopd_envs.assets import Benchmark, Source, locate, read_jsonl, register
 from lopd_envs.core import Task, select
+
+ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
+SHA256_MANIFEST = Path(__file__).with_name("sha256.json")  # relative path -> sha256 of every data file
+
+
+def _files() -> dict[str, Source]:
+    """Every data file at the pinned commit, with the hash recorded when it was pinned."""
+    manifest = json.loads(SHA256_MANIFEST.read_text())
+    base = f"https://raw.githubusercontent.com/ACEBench/ACEBench/{ACEBENCH_COMMIT}/data_all/"
+    return {rel: Source("url", base + rel, sha) for rel, sha in manifest.items()}
+
+
+ACEBENCH = register(Benchmark("acebench", "ACEBench", _files()))
 
 LANGUAGES = ("en", "zh")
 

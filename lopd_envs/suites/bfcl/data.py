@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lopd_envs.assets import BFCL_V3, locate, read_jsonl
+from lopd_envs.assets import Benchmark, Source, locate, read_jsonl, register
 
 SINGLE_TURN = (
     "simple", "multiple", "parallel", "parallel_multiple", "java", "javascript", "irrelevance",
@@ -37,6 +37,7 @@ API_MODULES = {
     "TravelAPI": "travel_booking", "VehicleControlAPI": "vehicle_control",
 }
 STATELESS_APIS = ("MathAPI",)
+API_SOURCE_DIR = "eval_checker/multi_turn_eval/func_source_code"
 
 
 def language_of(category: str) -> str:
@@ -53,6 +54,37 @@ def question_file(category: str) -> str:
 
 def answer_file(category: str) -> str:
     return f"data/possible_answer/BFCL_v3_{category}.json"
+
+
+def api_doc_file(module: str) -> str:
+    return f"data/multi_turn_func_doc/{module}.json"
+
+
+def api_source_file(module: str) -> str:
+    return f"{API_SOURCE_DIR}/{module}.py"
+
+
+BFCL_WHEEL = Source(
+    kind="pypi", ref="bfcl-eval==2025.8.6.2",
+    sha256="fdb996ac963ed1c6fce1eb4884053aae4a6de282fb931665a46dbeed204a228d",
+    members=("bfcl_eval/data/", f"bfcl_eval/{API_SOURCE_DIR}/"), strip="bfcl_eval/")
+
+
+def _files() -> dict[str, Source]:
+    """Every file the env reads, all from the one pinned wheel (``long_context`` is the APIs' own import)."""
+    files = {question_file(c): BFCL_WHEEL for c in CATEGORIES}
+    files.update({answer_file(c): BFCL_WHEEL for c in CATEGORIES if c not in NO_ANSWER})
+    for module in API_MODULES.values():
+        files[api_doc_file(module)] = BFCL_WHEEL
+        files[api_source_file(module)] = BFCL_WHEEL
+    files[api_source_file("long_context")] = BFCL_WHEEL
+    return files
+
+
+BFCL_V3 = register(Benchmark(
+    "bfcl_v3", "BFCL-v3", _files(),
+    note="BFCL-v3 ships inside the PyPI wheel bfcl-eval==2025.8.6.2; lopd takes it without its dependencies "
+         "(they conflict with evalplus)."))
 
 
 def _key(path: Path) -> tuple[str, float]:
@@ -79,12 +111,12 @@ def load_rows(category: str, data_dir: str | None = None) -> list[tuple[dict[str
 
 def load_api_docs(class_name: str, data_dir: str | None = None) -> tuple[dict[str, Any], ...]:
     """The function docs of one simulated API class (``multi_turn_func_doc/<module>.json``)."""
-    path = locate(BFCL_V3, f"data/multi_turn_func_doc/{API_MODULES[class_name]}.json", data_dir)
+    path = locate(BFCL_V3, api_doc_file(API_MODULES[class_name]), data_dir)
     return _read(*_key(path))
 
 
 def api_source_path(module: str, data_dir: str | None = None) -> Path:
-    return locate(BFCL_V3, f"eval_checker/multi_turn_eval/func_source_code/{module}.py", data_dir)
+    return locate(BFCL_V3, api_source_file(module), data_dir)
 
 
 def json_copy(value: Any) -> Any:

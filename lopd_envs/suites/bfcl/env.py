@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-from lopd_envs.assets import BFCL_V3, locate
+from lopd_envs.assets import locate
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, error_message, select
 from lopd_envs.suites.bfcl import data
 from lopd_envs.suites.bfcl.decode import (
@@ -230,7 +230,7 @@ class BFCLv3Env(AgentEnv):
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> Iterable[Task]:
         for name in select(category, data.CATEGORIES, data.GROUPS):
-            source = str(locate(BFCL_V3, data.question_file(name), data_dir))
+            source = str(locate(data.BFCL_V3, data.question_file(name), data_dir))
             yield from _category_tasks(name, data_dir, source)
 
     def tool_schemas(self, task: Task) -> list[dict[str, Any]]:

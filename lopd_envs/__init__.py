@@ -5,7 +5,8 @@
     env = gym.make("lopd/BFCLv3-v0", category="simple")
 """
 
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
+from lopd_envs.core import AgentEnv, Episode, Reaction
+from lopd_envs.tasks import Score, Task
 from lopd_envs.registration import ENV_ENTRY_POINTS, register_all
 from lopd_envs.trace import Trace, TraceStep
 

@@ -1,7 +1,7 @@
 """Where benchmark data (and downloaded model files) come from: the mechanism only (DESIGN.md section 6).
 
-Each suite declares its own files, pinned sources and hashes in its own folder and :func:`register`\ s them;
-this module resolves, downloads and verifies them, and lists what was declared (:func:`benchmarks`).
+Each suite declares its own files, pinned sources and hashes in its own folder and registers them with
+:func:`register`; this module resolves, downloads and verifies them and lists the declared ones (:func:`benchmarks`).
 
 Resolution order for a file of a benchmark: an explicit ``data_dir`` → ``$LOPD_DATA_DIR/<benchmark>/`` →
 the user cache (``$LOPD_CACHE`` or ``~/.cache/lopd``) → a download from the pinned official source,

@@ -1,24 +1,28 @@
 """The ``AgentEnv`` contract every lopd benchmark env follows (DESIGN.md section 3).
 
-An env is a task list plus an :class:`Episode` class. The env owns what all benchmarks share (task
-choice from the seed or ``options["task_id"]``, turn limits, action parsing, error observations, the
-trace, the final score); the episode owns one task's state and rules. A fresh ``Episode`` per reset means
-nothing leaks between episodes, and a suite only writes what differs: how to open the conversation,
-how to react to an action, and how to score.
+An env is a task list plus an episode factory. The env owns what all benchmarks share (task choice from
+the seed or ``options["task_id"]``, turn limits, action parsing, error observations, the trace, the final
+score); the episode owns one task's state and rules. A fresh :class:`Episode` per reset means nothing
+leaks between episodes, and a suite only writes what differs, in these hooks:
+
+* ``AgentEnv.load_tasks(category, data_dir)``: once, in ``__init__``; returns the selected tasks.
+* ``AgentEnv.new_episode(task)``: at every ``reset``; returns a fresh :class:`Episode` for ``task``.
+* ``Episode.opening()``, ``Episode.act(turn)``, ``Episode.score()``: see :class:`Episode`.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Sequence
 
 import gymnasium as gym
 
 from lopd_envs.spaces import AgentAction, ChatMessages
+from lopd_envs.tasks import Score, Task
 from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool, parse_action
-from lopd_envs.trace import Trace, compact
+from lopd_envs.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -26,37 +30,22 @@ SCORING_MODES = ("official", "strict")
 
 
 @dataclass
-class Task:
-    """One benchmark item. ``tools`` are the benchmark's own function descriptions; ``data`` is the raw row
-    (and answer) for the suite's episode and scorer."""
-
-    task_id: str
-    category: str
-    instruction: str
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    data: Any = None
-
-
-@dataclass
 class Reaction:
-    """What the env answers to one action. ``results`` pairs with the action's tool calls (one compact
-    result each) so the trace can record action → result; ``done`` ends the episode."""
+    """What the env answers to one action: ``observation`` (the new messages), ``done`` (the episode is
+    over), ``results`` (one result per tool call of the action, in order, for the trace; ``None`` when the
+    calls are not answered one by one), ``errors`` (paired with ``results``: True where that call failed;
+    the suite knows, so the core never guesses from the text) and ``error`` (why the action failed)."""
 
     observation: list[dict[str, Any]]
     done: bool = False
     results: list[str] | None = None
+    errors: list[bool] | None = None
     error: str | None = None
 
-
-@dataclass
-class Score:
-    reward: float
-    details: dict[str, Any] = field(default_factory=dict)
-    success: bool | None = None  # default: reward == 1
-
-    @property
-    def succeeded(self) -> bool:
-        return self.success if self.success is not None else self.reward >= 1.0 - 1e-9
+    def __post_init__(self) -> None:
+        if (self.results is None) != (self.errors is None) or \
+                (self.results is not None and len(self.results) != len(self.errors)):
+            raise ValueError("Reaction: `errors` must pair with `results`, one flag per result")
 
 
 def error_message(text: str, tool: str | None = None) -> dict[str, Any]:
@@ -74,45 +63,28 @@ class Episode:
         self.task = task
 
     def opening(self) -> list[dict[str, Any]]:
-        """The first observation: system prompt and the user's request."""
+        """Called once, by ``reset``. Returns the first observation (system prompt, the user's request).
+        Never reads or changes another episode's state."""
         raise NotImplementedError
 
     def act(self, turn: AssistantTurn) -> Reaction:
-        """React to one parsed agent action. Must not raise for bad input: answer with an error message."""
+        """Called by ``step`` with each parsed action (``turn.parse_error`` set when it did not parse),
+        until a reaction says ``done`` or the turn limit is reached. Returns a :class:`Reaction`. Never
+        raises for bad input (answer with :func:`error_message`); a raise is reported as a suite bug."""
         raise NotImplementedError
 
     def score(self) -> Score:
-        """The benchmark's outcome for the episode so far (called once, when it ends)."""
+        """Called once, when the episode ends (done or truncated). Returns the benchmark's verdict on the
+        episode so far. Never changes the episode's state, and never credits what it could not check."""
         raise NotImplementedError
 
 
-def select(requested: str | Sequence[str], available: Sequence[str],
-           groups: dict[str, Sequence[str]] | None = None, what: str = "category") -> list[str]:
-    """Expand ``"all"``, a group name, a name or a list of these into known names, in the order given."""
-    groups = dict(groups or {})
-    groups.setdefault("all", list(available))
-    items = [requested] if isinstance(requested, str) else list(requested)
-    out: list[str] = []
-    for item in items:
-        names = groups.get(item, [item])
-        for name in names:
-            if name not in available:
-                choices = ", ".join(list(groups) + list(available))
-                raise ValueError(f"unknown {what} {name!r}; choose from: {choices}")
-            if name not in out:
-                out.append(name)
-    if not out:
-        raise ValueError(f"no {what} selected")
-    return out
-
-
 class AgentEnv(gym.Env):
-    """Base of all lopd envs. Subclasses set ``env_id`` and ``episode_class`` and implement
-    :meth:`load_tasks`."""
+    """Base of all lopd envs. Subclasses set ``env_id`` and implement :meth:`load_tasks` and
+    :meth:`new_episode`."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     env_id: ClassVar[str] = ""
-    episode_class: ClassVar[type[Episode]] = Episode
     default_max_turns: ClassVar[int] = 64
 
     def __init__(self, category: str | Sequence[str] = "all", data_dir: str | None = None,
@@ -122,12 +94,8 @@ class AgentEnv(gym.Env):
             raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
-        self.scoring = scoring
-        self.data_dir = data_dir
-        self.max_turns = max_turns or self.default_max_turns
-        self.sanitize_tool_names = sanitize_tool_names
-        self.render_mode = render_mode
-        self.options = options
+        self.scoring, self.data_dir, self.max_turns = scoring, data_dir, max_turns or self.default_max_turns
+        self.sanitize_tool_names, self.render_mode, self.options = sanitize_tool_names, render_mode, options
         self.tasks: list[Task] = list(self.load_tasks(category, data_dir))
         if not self.tasks:
             raise ValueError(f"{self.env_id}: no tasks for category={category!r}")
@@ -136,12 +104,18 @@ class AgentEnv(gym.Env):
         self.action_space = AgentAction()
         self._episode: Episode | None = None
         self._trace: Trace | None = None
-        self._done = True
-        self._turns = 0
+        self._done, self._turns = True, 0
         self.messages: list[dict[str, Any]] = []
 
     # -- what a suite provides -------------------------------------------------------------------
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> Iterable[Task]:
+        """Called once, by ``__init__`` (after the base options are set). Returns the tasks of the selected
+        categories (:func:`lopd_envs.tasks.select`). Raises a clear error for unknown categories or missing data."""
+        raise NotImplementedError
+
+    def new_episode(self, task: Task) -> Episode:
+        """Called by every ``reset``. Returns a fresh :class:`Episode` for ``task`` (a suite may pick the
+        class per task). Never reuses or shares an episode's mutable state."""
         raise NotImplementedError
 
     # -- gymnasium API -----------------------------------------------------------------------------
@@ -159,11 +133,10 @@ class AgentEnv(gym.Env):
             task = self.tasks[self._index[options["task_id"]]]
         else:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        self._episode = self.episode_class(self, task)
+        self._episode = self.new_episode(task)
         self._trace = Trace(env_id=self.env_id, task_id=task.task_id, task=task.instruction,
                             category=task.category)
-        self._done = False
-        self._turns = 0
+        self._done, self._turns = False, 0
         observation = self._episode.opening()
         self.messages = copy.deepcopy(observation)
         info = {"task_id": task.task_id, "category": task.category, "tools": self.tool_schemas(task)}
@@ -184,7 +157,7 @@ class AgentEnv(gym.Env):
             log.exception("%s: episode %s failed on an action", self.env_id, task.task_id)
             reaction = Reaction([error_message(f"internal environment error: {type(exc).__name__}: {exc}")],
                                 done=True, error=f"internal: {exc!r}")
-        self._record(turn, reaction)
+        self._trace.record(turn, reaction)
         self.messages.append(turn.message)
         self.messages.extend(copy.deepcopy(reaction.observation))
         terminated = bool(reaction.done)
@@ -200,10 +173,8 @@ class AgentEnv(gym.Env):
         return copy.deepcopy(reaction.observation), reward, terminated, truncated, info
 
     def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        return "\n".join(f"[{m['role']}{':' + m['name'] if m.get('name') else ''}] {m['content']}"
-                         for m in self.messages)
+        return None if self.render_mode != "ansi" else "\n".join(
+            f"[{m['role']}{':' + m['name'] if m.get('name') else ''}] {m['content']}" for m in self.messages)
 
     # -- helpers -------------------------------------------------------------------------------------
     def tool_schemas(self, task: Task) -> list[dict[str, Any]]:
@@ -225,20 +196,3 @@ class AgentEnv(gym.Env):
         if error:
             info["error"] = error
         return info
-
-    def _record(self, turn: AssistantTurn, reaction: Reaction) -> None:
-        """Add the action and its compact result to the trace: one step per tool call when results pair
-        with calls, otherwise the text (or the parse failure) with the observation as its result."""
-        results = reaction.results
-        if turn.tool_calls and results is not None and len(results) == len(turn.tool_calls):
-            for call, result in zip(turn.tool_calls, results):
-                self._trace.add(call.to_dict(), result, error=str(result).startswith("Error"))
-            return
-        summary = " | ".join(m.get("content", "") for m in reaction.observation)
-        if turn.tool_calls:
-            for call in turn.tool_calls:
-                self._trace.add(call.to_dict())
-            if summary:
-                self._trace.steps[-1].result = compact(summary)
-            return
-        self._trace.add({"text": turn.text}, summary, error=bool(turn.parse_error or reaction.error))

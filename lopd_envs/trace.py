@@ -1,4 +1,5 @@
-"""Action-result traces: the compact record of an episode that the trainer's experience bank consumes.
+"""Action-result traces: the compact record of an episode that the trainer's experience bank consumes,
+and how an action and its reaction become trace steps (:meth:`Trace.record`).
 
 A trace keeps what an agent *did* and what came of it, not the verbose observations: the paper's
 experience bank stores "task + simplified action-result trace", and the retriever embeds exactly that
@@ -11,7 +12,11 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # only for annotations: the core imports this module
+    from lopd_envs.core import Reaction
+    from lopd_envs.tools import AssistantTurn
 
 RESULT_CHARS = 240
 
@@ -69,6 +74,24 @@ class Trace:
 
     def add(self, action: dict[str, Any], result: str = "", error: bool = False) -> None:
         self.steps.append(TraceStep(dict(action), compact(result) if result else "", error))
+
+    def record(self, turn: "AssistantTurn", reaction: "Reaction") -> None:
+        """Add one action and what came of it: one step per tool call, with its result and error flag, when
+        the reaction answers the calls one by one; otherwise the calls (or the text, or the parse failure)
+        with the observation as the result of the last one."""
+        results, errors = reaction.results, reaction.errors
+        if turn.tool_calls and results is not None and errors is not None and len(results) == len(turn.tool_calls):
+            for call, result, failed in zip(turn.tool_calls, results, errors):
+                self.add(call.to_dict(), result, error=bool(failed))
+            return
+        summary = " | ".join(m.get("content", "") for m in reaction.observation)
+        if turn.tool_calls:
+            for call in turn.tool_calls:
+                self.add(call.to_dict())
+            if summary:
+                self.steps[-1].result = compact(summary)
+            return
+        self.add({"text": turn.text}, summary, error=bool(turn.parse_error or reaction.error))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

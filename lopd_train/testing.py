@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, select
+from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
+from lopd_envs.tasks import select
 from lopd_envs.tools import AssistantTurn
 
 TOOLS = [{"name": "note", "description": "Write a note.",
@@ -34,8 +35,10 @@ class CoinEpisode(Episode):
 
 class CoinEnv(AgentEnv):
     env_id = "lopd-test/Coin-v0"
-    episode_class = CoinEpisode
     default_max_turns = 2
+
+    def new_episode(self, task):
+        return CoinEpisode(self, task)
 
     def load_tasks(self, category, data_dir):
         for c in select(category, ["heads", "tails"]):

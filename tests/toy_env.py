@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, error_message, select
+from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, error_message
+from lopd_envs.tasks import select
 from lopd_envs.tools import AssistantTurn
 
 TOOLS = [
@@ -28,20 +29,22 @@ class ToyEpisode(Episode):
         if not turn.tool_calls:
             return Reaction([], done=True)
         names = self.env.tool_names(self.task)
-        obs, results = [], []
+        obs, results, failed = [], [], []
         for call in turn.tool_calls:
             name = names.resolve(call.name)
             args = call.arguments
+            bad = False
             if name == "math.add" and isinstance(args.get("a"), int) and isinstance(args.get("b"), int):
                 out = str(args["a"] + args["b"])
             elif name == "finish" and isinstance(args.get("answer"), int):
                 self.answer = args["answer"]
                 out = "recorded"
             else:
-                out = f"Error: bad call {call.name}"
+                out, bad = f"Error: bad call {call.name}", True
+            failed.append(bad)
             obs.append({"role": "tool", "name": call.name, "content": out})
             results.append(out)
-        return Reaction(obs, done=self.answer is not None, results=results)
+        return Reaction(obs, done=self.answer is not None, results=results, errors=failed)
 
     def score(self) -> Score:
         ok = self.answer == self.task.data
@@ -50,8 +53,10 @@ class ToyEpisode(Episode):
 
 class ToyEnv(AgentEnv):
     env_id = "lopd-test/Toy-v0"
-    episode_class = ToyEpisode
     default_max_turns = 4
+
+    def new_episode(self, task):
+        return ToyEpisode(self, task)
 
     def load_tasks(self, category, data_dir):
         cats = select(category, ["easy", "hard"])

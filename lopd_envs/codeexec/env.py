@@ -54,8 +54,9 @@ class CodeAnswerEpisode(Episode):
 
     def act(self, turn: AssistantTurn) -> Reaction:
         self.details, summary = self.judge(turn.text if isinstance(turn.text, str) else "")
+        error = self.details.get("error")
         return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary],
-                        error=self.details.get("error"))
+                        errors=[error is not None], error=error)
 
     def score(self) -> Score:
         details = self.details or {"passed": False, "error_message": "no answer"}

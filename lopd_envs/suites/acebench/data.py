@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_envs.assets import Benchmark, Source, locate, read_jsonl, register
-from lopd_envs.core import Task, select
+from lopd_envs.tasks import Task, select
 
 ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
 SHA256_MANIFEST = Path(__file__).with_name("sha256.json")  # relative path -> sha256 of every data file

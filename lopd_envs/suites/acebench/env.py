@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from lopd_envs.core import AgentEnv, Task
+from lopd_envs.core import AgentEnv, Episode, Task
 from lopd_envs.suites.acebench.data import LANGUAGES, load_tasks
 from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
 from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
@@ -22,7 +22,6 @@ class ACEBenchEnv(AgentEnv):
     """
 
     env_id = "lopd/ACEBench-v0"
-    episode_class = staticmethod(episode_for)  # type: ignore[assignment] - picks the class per category
     default_max_turns = 40
 
     def __init__(self, category: str | Sequence[str] = "all", language: str = "en",
@@ -37,6 +36,10 @@ class ACEBenchEnv(AgentEnv):
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> list[Task]:
         return load_tasks(category, self.language, data_dir)
+
+    def new_episode(self, task: Task) -> Episode:
+        """Single-turn, multi-step or multi-turn, by the task's category."""
+        return episode_for(self, task)
 
     def official_prompt(self) -> tuple[str, str] | None:
         """For agent episodes: the (system, user) text ACEBench's own loop would send the agent now."""

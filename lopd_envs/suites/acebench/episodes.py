@@ -121,18 +121,20 @@ class AgentEpisode(Episode):
         self.index += 1
         return finished or self.index >= self.limit
 
-    def _execute(self, text: str, calls: list) -> tuple[list[dict[str, Any]], list[str], bool]:
+    def _execute(self, text: str, calls: list) -> tuple[list[dict[str, Any]], list[str], list[bool], bool]:
+        """Run a message's calls: the observation, one result and failure flag per call, and whether the
+        episode is over."""
         self.milestones.append(text)
         batch: Batch = self.executor.execute(calls)
         done = self._tick("execution", list(batch.results[0]) if batch.error and not batch.recorded else batch.results)
         if not batch.recorded:
             observation = [{"role": "tool", "name": "execution", "content": batch.results[0]}]
-            return observation, [batch.results[0]] * len(calls), done
+            return observation, [batch.results[0]] * len(calls), [True] * len(calls), done
         names = [next(iter(c)) for c in calls]
         observation = [{"role": "tool", "name": n, "content": _content(r)} for n, r in zip(names, batch.results)]
         if not observation:
             observation = [{"role": "tool", "name": "execution", "content": "[]"}]
-        return observation, [compact(_content(r)) for r in batch.results], done
+        return observation, [compact(_content(r)) for r in batch.results], list(batch.failed), done
 
     def score(self) -> Score:
         mode = self.env.scoring
@@ -144,8 +146,9 @@ class AgentEpisode(Episode):
         return Score(float(verdict.valid), details)
 
     @staticmethod
-    def _results(turn: AssistantTurn, results: list[str]) -> list[str] | None:
-        return results if len(results) == len(turn.tool_calls) else None
+    def _per_call(turn: AssistantTurn, results: list[str], failed: list[bool]) -> dict[str, Any]:
+        """``results``/``errors`` for the reaction when they pair with the action's tool calls."""
+        return {"results": results, "errors": failed} if len(results) == len(turn.tool_calls) else {}
 
 
 class MultiStepEpisode(AgentEpisode):
@@ -165,8 +168,8 @@ class MultiStepEpisode(AgentEpisode):
             self.milestones.append(text)
             done = self._tick("execution", ASK_NOTHING)
             return Reaction([{"role": "tool", "name": "execution", "content": ASK_NOTHING}], done=done)
-        observation, results, done = self._execute(text, calls)
-        return Reaction(observation, done=done, results=self._results(turn, results))
+        observation, results, failed, done = self._execute(text, calls)
+        return Reaction(observation, done=done, **self._per_call(turn, results, failed))
 
 
 class MultiTurnEpisode(AgentEpisode):
@@ -201,8 +204,8 @@ class MultiTurnEpisode(AgentEpisode):
         if self._tick("agent", text):
             return Reaction([], done=True)
         if calls is not None:
-            observation, results, done = self._execute(text, calls)
-            return Reaction(observation, done=done, results=self._results(turn, results))
+            observation, results, failed, done = self._execute(text, calls)
+            return Reaction(observation, done=done, **self._per_call(turn, results, failed))
         spoken = text[5:] if text.startswith("user:") else text[6:] if text.startswith("agent:") else text
         self.conversation.append({"role": "user", "content": spoken})
         try:

@@ -68,6 +68,7 @@ class Batch:
     results: list[Any] = field(default_factory=list)
     error: str | None = None
     recorded: bool = True
+    failed: list[bool] = field(default_factory=list)  # paired with results: True where the call raised
 
 
 class Executor:
@@ -126,10 +127,13 @@ class Executor:
                     result = previous
                 previous = result
                 batch.results.append(format_result(result))
+                batch.failed.append(False)
             except Exception as exc:  # noqa: BLE001 - the harness turns every exception into text
                 if self.stop_on_error:
-                    return Batch([MULTI_TURN_ERROR], error=f"{type(exc).__name__}: {exc}", recorded=False)
+                    return Batch([MULTI_TURN_ERROR], error=f"{type(exc).__name__}: {exc}", recorded=False,
+                             failed=[True])
                 batch.results.append(ERROR_PREFIX + str(exc))
+                batch.failed.append(True)
                 batch.error = batch.error or f"{type(exc).__name__}: {exc}"
         self.recorded = True
         return batch

@@ -129,6 +129,11 @@ class Runner:
 
     def run(self, call: str) -> str:
         """Execute one call string; never raises for bad input."""
+        return self.run_flagged(call)[0]
+
+    def run_flagged(self, call: str) -> tuple[str, bool]:
+        """Execute one call string: its result text, and whether the call failed (the harness's
+        ``Error during execution: ...`` text). Never raises for bad input."""
         if not self.strict:
             call = self._NAME.sub(lambda m: f"{self.method_owner[m.group(1)]}.{m.group(1)}"
                                   if m.group(1) in self.method_owner else m.group(1), call)
@@ -141,15 +146,15 @@ class Runner:
             tree = compile(call, "<string>", "eval", ast.PyCF_ONLY_AST)
             result = self._eval(tree.body)
         except (Exception, RecursionError) as exc:  # everything a model call can do wrong
-            return f"Error during execution: {exc}"
+            return f"Error during execution: {exc}", True
         if type(result) is str:
-            return result
+            return result, False
         if type(result) is dict:
             try:
-                return json.dumps(result)
+                return json.dumps(result), False
             except (TypeError, ValueError, RecursionError):
-                return str(result)
-        return str(result)
+                return str(result), False
+        return str(result), False
 
     # a tiny evaluator: the subset of Python a call string can hold
     def _eval(self, node: ast.AST) -> Any:

@@ -15,7 +15,8 @@ from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from lopd_envs.assets import locate
-from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, error_message, select
+from lopd_envs.core import AgentEnv, Episode, Reaction, Score, error_message
+from lopd_envs.tasks import Task, select
 from lopd_envs.suites.bfcl import data
 from lopd_envs.suites.bfcl.decode import (
     DecodeError, decode_structured, decode_text, execution_strings, fc_execution_strings)
@@ -180,15 +181,15 @@ class MultiTurnEpisode(Episode):
     def act(self, turn: AssistantTurn) -> Reaction:
         strings, names, error = self._calls(turn)
         if strings:
-            results = self.scorer.execute(strings)
+            results, failed = self.scorer.execute(strings)
             self.steps += 1
             observation = [{"role": "tool", "name": n, "content": r} for n, r in zip(names, results)]
             if self.steps > MAX_STEPS_PER_TURN:
                 self.force_quit = True
                 self.scorer.end_turn()
-                return Reaction(observation, done=True, results=results,
+                return Reaction(observation, done=True, results=results, errors=failed,
                                 error=f"force-terminated after {self.steps} steps in turn {self.turn}")
-            return Reaction(observation, results=results)
+            return Reaction(observation, results=results, errors=failed)
         notice = []
         text = turn.text.strip("`\n ")
         attempted = bool(turn.parse_error or (error and turn.syntax != "text")
@@ -212,11 +213,6 @@ class MultiTurnEpisode(Episode):
         return Score(1.0 if details["valid"] else 0.0, details)
 
 
-def _episode(env: "BFCLv3Env", task: Task) -> Episode:
-    cls = MultiTurnEpisode if data.is_multi_turn(task.category) else SingleTurnEpisode
-    return cls(env, task)
-
-
 # ------------------------------------------------------------------------------ the env
 
 
@@ -225,8 +221,12 @@ class BFCLv3Env(AgentEnv):
     (``all``, ``single_turn``, ``multi_turn``, ``live``, ``non_live``) or a list of these."""
 
     env_id = "lopd/BFCLv3-v0"
-    episode_class = staticmethod(_episode)  # type: ignore[assignment]  # single- or multi-turn per task
     default_max_turns = 200
+
+    def new_episode(self, task: Task) -> Episode:
+        """Single- or multi-turn, by the task's category."""
+        cls = MultiTurnEpisode if data.is_multi_turn(task.category) else SingleTurnEpisode
+        return cls(self, task)
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> Iterable[Task]:
         for name in select(category, data.CATEGORIES, data.GROUPS):

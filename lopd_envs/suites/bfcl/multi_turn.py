@@ -70,12 +70,14 @@ class MultiTurnScorer:
         self.execution_results: list[dict[str, Any]] = []
         self.failure: dict[str, Any] | None = None
 
-    def execute(self, calls: list[str]) -> list[str]:
-        """One model step: its call strings, run on the model's instances."""
-        results = [self.model.run(c) for c in calls]
+    def execute(self, calls: list[str]) -> tuple[list[str], list[bool]]:
+        """One model step: its call strings, run on the model's instances. Returns each call's result and
+        whether it failed."""
+        outcomes = [self.model.run_flagged(c) for c in calls]
+        results = [text for text, _ in outcomes]
         self.turn_steps.append(results)
         self.all_results.extend(results)
-        return results
+        return results, [failed for _, failed in outcomes]
 
     def end_turn(self) -> None:
         turn = self.turns_done

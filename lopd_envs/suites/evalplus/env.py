@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
-from lopd_envs.core import Task, select
+from lopd_envs.tasks import Task, select
 from lopd_envs.suites.evalplus.data import dataset_path, load_problems
 from lopd_envs.suites.evalplus.groundtruth import GroundTruth, groundtruth_for
 from lopd_envs.suites.evalplus.judge import TIMEOUT_PER_TASK, evaluate_task, solution_from_answer
@@ -42,7 +42,6 @@ class EvalPlusEnv(CodeEnv):
     ``version=`` (MBPP+ release) and ``timeout_per_task=`` (evalplus's ``EVALPLUS_TIMEOUT_PER_TASK``)."""
 
     dataset = "humaneval"
-    episode_class = CodeEpisode
 
     def __init__(self, category: str | Sequence[str] = "plus", *, version: str = "auto",
                  timeout_per_task: float = TIMEOUT_PER_TASK, **options: Any):
@@ -58,6 +57,9 @@ class EvalPlusEnv(CodeEnv):
         cat = "base" if self.base_only else "plus"
         for task_id, problem in self.problems.items():
             yield Task(task_id, cat, INSTRUCTION.format(prompt=problem["prompt"].strip()), [], problem)
+
+    def new_episode(self, task: Task) -> CodeEpisode:
+        return CodeEpisode(self, task)
 
     @property
     def groundtruth(self) -> GroundTruth:

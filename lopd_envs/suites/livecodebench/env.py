@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
 from lopd_envs.codeexec.extract import extract_code, syntax_ok
-from lopd_envs.core import Task, select
+from lopd_envs.tasks import Task, select
 from lopd_envs.suites.livecodebench.data import SAMPLES, find_files, parse_date, problem_from_row, read_rows, with_tests
 from lopd_envs.suites.livecodebench.judge import TIMEOUT, evaluate, official_extract
 from lopd_envs.trace import compact
@@ -62,7 +62,6 @@ class LiveCodeBenchEnv(CodeEnv):
     ``start_date=``/``end_date=``, ``difficulty=`` and ``test_timeout=`` (seconds per test)."""
 
     env_id = "lopd/LiveCodeBench-v0"
-    episode_class = LiveCodeBenchEpisode
 
     def __init__(self, category: str | Sequence[str] = "all", *, path: str | None = None,
                  source: str | None = None, release_version: str = "release_v6", start_date: str | None = None,
@@ -73,6 +72,9 @@ class LiveCodeBenchEnv(CodeEnv):
         self.difficulty = [difficulty] if isinstance(difficulty, str) else difficulty
         self.test_timeout = int(test_timeout)
         super().__init__(category=category, **options)
+
+    def new_episode(self, task: Task) -> LiveCodeBenchEpisode:
+        return LiveCodeBenchEpisode(self, task)
 
     def load_tasks(self, category, data_dir):
         kinds = select(category, CATEGORIES)

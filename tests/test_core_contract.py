@@ -63,3 +63,41 @@ def test_render_ansi_shows_the_conversation():
     env.step("[math.add(a=1, b=1)]")
     text = env.render()
     assert "[user]" in text and "[tool:math.add] 2" in text
+
+
+def test_reaction_requires_one_error_flag_per_result():
+    from lopd_envs.core import Reaction
+
+    with pytest.raises(ValueError, match="errors"):
+        Reaction([], results=["ok"])
+    with pytest.raises(ValueError, match="errors"):
+        Reaction([], results=["ok", "Error: x"], errors=[False])
+    with pytest.raises(ValueError, match="errors"):
+        Reaction([], errors=[True])
+
+
+def test_trace_takes_error_flags_from_the_reaction_not_from_the_text():
+    from lopd_envs.core import Reaction
+    from lopd_envs.tools import parse_action
+    from lopd_envs.trace import Trace
+
+    turn = parse_action("[f(a=1), g(b=2)]")
+    trace = Trace("id", "t", "task")
+    # a result that merely reads like an error is not one; a failed call with a plain text is
+    trace.record(turn, Reaction([], results=["Error-free output", "no such file"], errors=[False, True]))
+    assert [(s.action["name"], s.result, s.error) for s in trace.steps] == [
+        ("f", "Error-free output", False), ("g", "no such file", True)]
+
+
+def test_a_suite_that_forgets_the_flags_is_reported_not_silently_recorded(monkeypatch):
+    """An episode returning results without flags breaks the contract: the core turns it into the internal
+    error observation (and a log line) instead of guessing the flags."""
+    from tests import toy_env
+
+    original = toy_env.ToyEpisode.act
+    monkeypatch.setattr(toy_env.ToyEpisode, "act", lambda self, turn: toy_env.Reaction(
+        original(self, turn).observation, results=["5"]))
+    env = ToyEnv()
+    env.reset(options={"task_id": "easy_0"})
+    obs, _, term, _, info = env.step("[math.add(a=1, b=2)]")
+    assert term and "internal" in info["error"] and "errors" in obs[0]["content"]

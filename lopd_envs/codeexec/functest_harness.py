@@ -22,10 +22,6 @@ import sys as _sys
 import time as _time
 
 
-class TimeoutException(Exception):
-    pass
-
-
 class _WriteOnly(_io.StringIO):
     """Swallows the program's prints; reading raises (so ``input()`` fails as it does in evalplus)."""
 
@@ -51,10 +47,6 @@ def _swallow_io():
         yield
     finally:
         _sys.stdout, _sys.stderr, _sys.stdin = old
-
-
-def _on_alarm(signum, frame):
-    raise TimeoutException("Timed out!")
 
 
 @_contextlib.contextmanager

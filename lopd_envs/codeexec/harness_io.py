@@ -8,6 +8,14 @@ import os as _os
 import sys as _sys
 
 
+class TimeoutException(Exception):
+    """A test ran past its time limit (the name both official harnesses use, so records read the same)."""
+
+
+def _on_alarm(signum, frame):
+    raise TimeoutException
+
+
 def _read_request():
     """``<length>\\n<request>`` from fd 0, read unbuffered: the rest of stdin carries control messages."""
     data = b""

@@ -25,14 +25,6 @@ PREAMBLE = "\n".join(
     + ["sys.setrecursionlimit(50000)", ""])
 
 
-class TimeoutException(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise TimeoutException
-
-
 def _drop_main_guard(code):
     """A trailing ``if __name__ == '__main__':`` block is replaced by its body (LCB: ``clean_if_name``)."""
     try:

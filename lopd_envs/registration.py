@@ -10,6 +10,7 @@ import gymnasium as gym
 ENV_ENTRY_POINTS: dict[str, str] = {
     "lopd/BFCLv3-v0": "lopd_envs.suites.bfcl:BFCLv3Env",
     "lopd/ACEBench-v0": "lopd_envs.suites.acebench:ACEBenchEnv",
+    "lopd/EnvScaler-v0": "lopd_envs.suites.envscaler:EnvScalerEnv",
     "lopd/HumanEvalPlus-v0": "lopd_envs.suites.evalplus:HumanEvalPlusEnv",
     "lopd/MBPPPlus-v0": "lopd_envs.suites.evalplus:MBPPPlusEnv",
     "lopd/LiveCodeBench-v0": "lopd_envs.suites.livecodebench:LiveCodeBenchEnv",

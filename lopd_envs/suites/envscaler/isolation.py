@@ -40,6 +40,7 @@ class CallOutcome:
 
     status: str
     text: str
+    failed: bool = True  # for the trace: False only for a result that does not report a failure
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class EnvWorker:
         if reply is None:
             return CallOutcome("dead", f"Error: <Exception>\nthe environment worker was stopped: {self.error}")
         if reply["ok"] and isinstance(reply.get("result"), str):
-            return CallOutcome("ok", reply["result"])
+            return CallOutcome("ok", reply["result"], reply.get("failed") is not False)
         if reply.get("invalid") is True:
             return CallOutcome("invalid", "Error: Invalid action")
         return CallOutcome("exception", str(reply.get("error", "Error: <Exception>"))[:MAX_RESULT_CHARS])

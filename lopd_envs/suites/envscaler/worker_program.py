@@ -10,7 +10,8 @@ of the episode and answers JSON requests:
   (``vars(instance)`` without dunder names) as ``initial_state``;
 * ``call``: ``getattr(instance, name)(**arguments)``; the observation is ``str(result)`` (official:
   ``f"{result}"``), capped at ``max_chars``; ``invalid`` when the instance has no such attribute
-  (the official ``hasattr`` test) or, when ``names`` is given, the name is not among them;
+  (the official ``hasattr`` test) or, when ``names`` is given, the name is not among them; ``failed``
+  when the result is a dict with ``"success": False`` (the convention of EnvScaler's generated methods);
 * ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
 * ``check``: each ``check_func`` source run against the final (or the initial) state with
   ``initial_state`` as a global, each in its own forked child with its own deadline, so that one check
@@ -92,12 +93,13 @@ class Episode:
         try:
             result = getattr(self.instance, name)(**req.get("arguments", {}))
             text = f"{result}"
+            failed = isinstance(result, dict) and result.get("success") is False
         except BaseException:  # noqa: B036
             return {"ok": False, "error": _error_text("Error: <Exception>\n")}
         limit = int(req.get("max_chars", 100000))
         if len(text) > limit:
             text = text[:limit] + f"...[truncated {len(text) - limit} chars]"
-        return {"ok": True, "result": text}
+        return {"ok": True, "result": text, "failed": failed}
 
     def snapshot(self, req):
         state = self.initial if req.get("which") == "initial" else _state(self.instance)

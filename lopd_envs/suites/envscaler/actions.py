@@ -1,0 +1,66 @@
+"""What one agent action means in EnvScaler: tool calls, a message to the user, or an error.
+
+The official runner (``envscaler_env/utils/parse_util.py``) reads a ``<think>`` block (an opening tag
+without its closing tag fails), the *first* ``<tool_call>{"name", "arguments"}</tool_call>`` block (more
+are ignored), and otherwise takes the text after the think block as a message to the user
+(``chat_with_user``); a structured message's first tool call wins over its content; nothing at all is a
+parse failure. lopd reads the calls with :func:`lopd_envs.tools.parse_action`; ``official`` mode then keeps
+only what the official parser would see (Hermes blocks and structured calls; a bare JSON object or
+``[f(x=1)]`` is text, as upstream) and the first call. ``strict`` accepts every syntax lopd parses and
+runs all the calls of an action in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from lopd_envs.tools import AssistantTurn, ToolCall
+
+PARSE_FAILED = "Error: Failed to parse response to struct response"
+NO_ACTION = "Error: Failed to parse response to action"
+INVALID = "Error: Invalid action"
+CHAT = "chat_with_user"
+_THINK = re.compile(r"(?:<|@)think(?:>|@)\s*(.*?)(?:<|@)/think(?:>|@)", re.S | re.I)
+_THINK_OPEN = re.compile(r"(?:<|@)think(?:>|@)", re.I)
+_TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+
+
+@dataclass
+class Action:
+    """``calls`` to run (possibly empty), or ``message`` for the user, or ``error`` (an observation text)."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    message: str | None = None
+    error: str | None = None
+    skipped: int = 0  # calls of the action that official mode does not run
+
+
+def visible_text(text: str) -> str | None:
+    """The content around the reasoning: the text after a complete think block with any tool-call blocks
+    removed; ``None`` when a think block is opened and never closed (an official parse failure)."""
+    match = _THINK.search(text)
+    if match is None and _THINK_OPEN.search(text):
+        return None
+    body = text[match.end():] if match else text
+    return _TOOL_BLOCK.sub("", body).strip()
+
+
+def read_action(turn: AssistantTurn, strict: bool) -> Action:
+    content = visible_text(turn.text or "")
+    if turn.parse_error and (strict or turn.syntax in ("hermes", "structured")):
+        return Action(error=PARSE_FAILED)
+    if content is None:
+        return Action(error=PARSE_FAILED)
+    calls = list(turn.tool_calls) if (strict or turn.syntax in ("hermes", "structured")) else []
+    if calls:
+        run = calls if strict else calls[:1]
+        if run[0].name == CHAT:
+            said = run[0].arguments.get("content")
+            return Action(message=str(said)) if isinstance(said, str) else Action(error=INVALID)
+        if any(c.name == CHAT for c in run[1:]):  # strict: a message ends the batch of calls before it
+            run = run[:next(i for i, c in enumerate(run) if c.name == CHAT)]
+        return Action(calls=run, skipped=len(calls) - len(run))
+    if not content:
+        return Action(error=NO_ACTION)
+    return Action(message=content)

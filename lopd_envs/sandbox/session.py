@@ -6,7 +6,7 @@ sandboxed interpreter that lives for a whole episode and answers many small requ
 :class:`SandboxSession` starts ``program`` (a Python source, run as ``main.py`` under the backend's
 usual bootstrap and rlimits) and speaks length-prefixed frames on its stdin/stdout:
 
-    frame = 4-byte big-endian length + that many bytes (the payload; callers use JSON)
+    frame = 4-byte big-endian length + that many bytes (a JSON object)
 
 Everything that protects the host is enforced *here*, in the host process, never by the sandboxed side:
 
@@ -14,6 +14,8 @@ Everything that protects the host is enforced *here*, in the host process, never
   reaped (a program that ignores signals, switches off its timers or spins in C cannot outlive it);
 * a reply's length header is checked against ``max_reply`` before a byte of the body is read, and the
   body's nesting depth is counted before it is parsed (:func:`nesting_depth`);
+* each request carries a fresh random id that the reply must echo, so frames written ahead of time by
+  code inside the sandbox cannot pass for the answer to a later request;
 * the program's stderr is drained continuously and only its tail is kept (it cannot block or flood us);
 * the worker dies with the session: :meth:`close`, garbage collection, interpreter exit, and (under
   bubblewrap) ``--die-with-parent`` when the host process itself dies.
@@ -30,6 +32,7 @@ import atexit
 import json
 import os
 import re
+import secrets
 import selectors
 import signal
 import struct
@@ -183,14 +186,17 @@ class SandboxSession:
         _live.add(self)
 
     # -- the channel ---------------------------------------------------------------------------------
-    def request(self, message: Any, timeout: float) -> Any:
-        """Send ``message`` (JSON) and return the decoded reply. Raises :class:`SessionError` (and closes
-        the session) on deadline, crash, or a reply outside the budget."""
+    def request(self, message: dict[str, Any], timeout: float) -> Any:
+        """Send ``message`` (a JSON object) and return the decoded reply. Each request carries a fresh random
+        ``"_id"`` that the program must echo in its reply object: a frame written ahead of time (by code the
+        program runs) cannot pass for the answer to a later request. Raises :class:`SessionError` (and
+        closes the session) on deadline, crash, a reply outside the budget, or a wrong ``_id``."""
         if self._closed:
             raise SessionCrashed("the session is closed")
         deadline = time.monotonic() + timeout
+        request_id = secrets.token_hex(16)
         try:
-            payload = json.dumps(message, ensure_ascii=False).encode("utf-8")
+            payload = json.dumps({**message, "_id": request_id}, ensure_ascii=False).encode("utf-8")
             self.proc.stdin.write(encode_frame(payload))
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
@@ -204,9 +210,12 @@ class SandboxSession:
             if nesting_depth(body) > self.max_depth:
                 raise ReplyRejected(f"reply nested deeper than {self.max_depth} levels")
             try:
-                return json.loads(body)
+                reply = json.loads(body)
             except (ValueError, RecursionError) as exc:
                 raise ReplyRejected(f"reply is not valid JSON: {exc}") from None
+            if not isinstance(reply, dict) or reply.pop("_id", None) != request_id:
+                raise ReplyRejected("reply is not an object answering this request (wrong or missing _id)")
+            return reply
         except SessionError:
             self.close()
             raise

@@ -43,14 +43,15 @@ TOOLS = [{"type": "function", "function": {"name": "get_counter", "description":
                                                           "required": ["name", "by"]}}}]
 
 
-def release_env(env_id: str = "env_1", code: str = CLASS_CODE, class_name: str = "CounterService") -> dict:
+def release_env(env_id: str = "env_1", code: str = CLASS_CODE, class_name: str = "CounterService",
+                tools: list | None = None) -> dict:
     """One environment as the hub release stores it: ``tools`` as a JSON string."""
     return {"env_id": env_id, "environment_summary": "Counters", "environment_introduction": "A counter service.",
             "state_space_definition": [{"entity": "Counter", "attributes": "name, value", "description": "A counter."}],
             "constraints_rules": ["Counters only grow."],
             "operation_list": [{"operation_name": "increment", "operation_description": "Add.", "operation_type": "state_change"}],
             "env_class_name": class_name, "env_class_code": code, "env_class_def": code.split("    def get")[0],
-            "env_structure": "class CounterService", "tools": json.dumps(TOOLS)}
+            "env_structure": "class CounterService", "tools": json.dumps(TOOLS if tools is None else tools)}
 
 
 def release_scenario(task_id: str = "0912-101530", env_id: str = "env_1", class_name: str = "CounterService",

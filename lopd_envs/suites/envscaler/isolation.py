@@ -20,7 +20,7 @@ from lopd_envs.sandbox.session import CHANNEL, SandboxSession, SessionError
 
 CALL_TIMEOUT = 5.0  # seconds per tool call, enforced from the host
 CHECK_TIMEOUT = 5.0  # seconds per check function (the worker's own deadline; the host adds its own)
-CREATE_TIMEOUT = 15.0
+CREATE_CALLS, CREATE_TIMEOUT_FLOOR = 3, 2.0  # building the instance may take three calls' time (at least 2 s)
 MAX_RESULT_CHARS = 100_000
 #: The worker's limits: the address space of the interpreter and its forked checks, a CPU budget for the
 #: whole episode (RLIMIT_CPU is cumulative), the private /tmp size, processes per sandbox uid.
@@ -52,17 +52,19 @@ class Verdict:
 def resolve_sandbox(sandbox: str | Sandbox | None, allow_unisolated: bool) -> Sandbox:
     """The backend for workers: the best isolating one that can host a session; the plain process only
     on request."""
-    if isinstance(sandbox, Sandbox):
-        return sandbox
-    if sandbox in (None, "auto"):
-        try:
-            return get_sandbox("bubblewrap")
-        except SandboxUnavailable as exc:
-            if allow_unisolated:
-                return get_sandbox("process")
-            raise SandboxUnavailable(f"EnvScaler needs bubblewrap to isolate its environment code ({exc}); "
+    if sandbox not in (None, "auto"):
+        chosen = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
+        if not chosen.isolating and not allow_unisolated:
+            raise SandboxUnavailable(f"the {chosen.name} backend does not isolate EnvScaler's untrusted environment "
+                                     "code; pass allow_unisolated=True to use it anyway")
+        return chosen
+    try:
+        return get_sandbox("bubblewrap")
+    except SandboxUnavailable as exc:
+        if allow_unisolated:
+            return get_sandbox("process")
+        raise SandboxUnavailable(f"EnvScaler needs bubblewrap to isolate its environment code ({exc}); "
                                      "pass allow_unisolated=True to run it in a plain process") from None
-    return get_sandbox(sandbox)
 
 
 class EnvWorker:
@@ -95,7 +97,7 @@ class EnvWorker:
     def create(self, code: str, class_name: str, init_config: Any) -> str | None:
         """Build the instance; ``None`` on success, else why not."""
         reply = self._request({"op": "create", "code": code, "class_name": class_name, "init_config": init_config},
-                              CREATE_TIMEOUT)
+                              max(CREATE_TIMEOUT_FLOOR, CREATE_CALLS * self.call_timeout))
         if reply is None:
             return f"the environment worker failed while building the environment ({self.error})"
         if not reply["ok"]:

@@ -19,10 +19,8 @@ from lopd_train.trainer import TrainConfig
 
 TRAIN_EPILOG = """\
 examples:
-  # the README main job: a short LOPD run of SmolLM2-135M-Instruct on BFCL-v3 (CPU, ~6-7 min on 2 cores)
-  lopd-train --env lopd/BFCLv3-v0 --category simple,irrelevance --model smollm2-135m-instruct --algo lopd \\
-      --steps 12 --tasks-per-step 2 --group-size 4 --max-new-tokens 48 --experience-tokens 128 \\
-      --cold-start-epochs 1 --output-dir runs/lopd-smollm2-bfcl
+  # the README main job: a short LOPD run of SmolLM2-135M-Instruct on BFCL-v3 (CPU, 2 cores)
+  lopd-train --config examples/smollm2_bfcl_lopd.toml
   # continue after an interruption (same folder)
   lopd-train --output-dir runs/lopd-smollm2-bfcl --resume
   # the policy-gradient baseline
@@ -33,8 +31,10 @@ examples:
 method (DESIGN.md section 7): the student samples on-policy; successful traces enter the experience bank;
 the top-J experiences are retrieved per task; the composer (backbone + its own LoRA, then a Q-Former with K
 queries) turns each into K latent tokens; the frozen backbone with those J*K tokens in front is the teacher,
-which re-scores the student's tokens; the student minimises reverse KL over its top-M tokens + tail; the
-composer adds the privileged margin beta*(m - g) and an anchor; beta follows dual ascent.
+which reads them at a placeholder inside its first user turn and re-scores the student's tokens; the student
+minimises reverse KL over the teacher's top-M tokens + tail; the composer minimises, per rollout, the same KL
+plus the privileged margin beta*(m - delta) and an anchor to its cold-started latents; beta follows dual
+ascent. A cold-start phase first fits the composer on successful trajectories (--cold-start-steps).
 """
 
 

@@ -1,24 +1,21 @@
-"""The latent composer C_φ and the teacher that reads its output (DESIGN.md section 7, steps 4-5).
+"""The latent composer C_φ (DESIGN.md section 7, step 4).
 
 Encoder: the frozen backbone with the composer's own LoRA adapter (a second peft adapter on the same base
-weights, so no second copy of the model) reads an experience's text. Compressor: a Q-Former whose K learned
-queries attend to each other and cross-attend to the encoder's hidden states for a few layers, then map
-into the backbone's token-embedding space: K latent tokens per experience, J·K for the J retrieved ones.
-
-Teacher: the backbone with every adapter disabled (the frozen base), fed ``[latent tokens; token
-embeddings of the student's sequence]`` through ``inputs_embeds``; one forward pass scores every prefix the
-student visited. Gradients reach the composer through the latent tokens only.
+weights, so no second copy of the model) reads "task to solve + a retrieved experience". Compressor: a
+Q-Former whose K learned queries attend to each other and cross-attend to the encoder's hidden states for a
+few layers, then map into the backbone's token-embedding space: K latent tokens per experience, J·K for the
+J retrieved ones. The teacher reads them at a placeholder in its first user turn (``lopd_train.context``,
+``lopd_train.scoring``); gradients reach the composer through the latent tokens only.
 """
 
 from __future__ import annotations
-
-import contextlib
-import inspect
 
 import torch
 from torch import nn
 
 from lopd_train import models
+from lopd_train.context import encoder_text_parts
+from lopd_train.scoring import decoder, embed_tokens
 
 
 class QFormerLayer(nn.Module):
@@ -69,22 +66,12 @@ class QFormer(nn.Module):
         return out * self.gain
 
 
-def decoder(peft_model):
-    """The transformer body (no LM head) of a peft-wrapped causal LM."""
-    return peft_model.get_base_model().get_decoder()
-
-
-def lm_head(peft_model):
-    return peft_model.get_base_model().get_output_embeddings()
-
-
-def embed_tokens(peft_model):
-    return peft_model.get_base_model().get_input_embeddings()
-
-
 class Composer(nn.Module):
-    """Encoder (backbone + ``composer`` LoRA) and Q-Former. Only the Q-Former is a submodule here: the LoRA
-    weights live inside the shared peft model."""
+    """Encoder (backbone + its own LoRA adapter) and Q-Former. Only the Q-Former is a submodule here: the LoRA
+    weights live inside the shared peft model, under ``adapter_name``.
+
+    The input is task-conditioned (:func:`lopd_train.context.encoder_text_parts`): the current task, then the
+    retrieved experience, so the same experience can be compressed differently for different tasks."""
 
     def __init__(self, peft_model, tokenizer, adapter_name: str = "composer", num_queries: int = 32,
                  dim: int = 256, layers: int = 2, heads: int = 4, max_tokens: int = 256):
@@ -104,115 +91,45 @@ class Composer(nn.Module):
     def peft_model(self):
         return self._peft[0]
 
+    @property
+    def num_queries(self) -> int:
+        return self.qformer.num_queries
+
     def lora_parameters(self) -> list[nn.Parameter]:
         return models.adapter_parameters(self.peft_model, self.adapter_name)
 
     def trainable_parameters(self) -> list[nn.Parameter]:
         return self.lora_parameters() + list(self.qformer.parameters())
 
-    def encode(self, texts: list[str]) -> torch.Tensor:
-        """``[N, K, d]`` latent tokens for N experience texts (differentiable in the composer's parameters)."""
+    def input_ids(self, task: str, trajectory: str) -> list[int]:
+        """Encoder ids: the task part whole, the trajectory cut to ``max_tokens`` keeping its end (where the
+        actions and their results are)."""
+        head, body = encoder_text_parts(task, trajectory)
+        return models.encode(self.tokenizer, head) + models.encode(self.tokenizer, body)[-self.max_tokens:]
+
+    def encode(self, pairs: list[tuple[str, str]]) -> torch.Tensor:
+        """``[N, K, d]`` latent tokens for N ``(task, experience text)`` pairs (differentiable in the
+        composer's parameters)."""
         device = self.qformer.queries.device
-        batch = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                               max_length=self.max_tokens, add_special_tokens=False, padding_side="right")
-        ids = batch["input_ids"].to(device)
-        mask = batch["attention_mask"].to(device)
+        rows = [self.input_ids(task, text) for task, text in pairs]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), int(self.tokenizer.pad_token_id or 0), dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = torch.tensor(r)
+            mask[i, :len(r)] = 1
+        ids, mask = ids.to(device), mask.to(device)
         with models.adapter(self.peft_model, self.adapter_name):
             hidden = decoder(self.peft_model)(input_ids=ids, attention_mask=mask).last_hidden_state
         return self.qformer(hidden, mask)
 
-
-def action_positions(action_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """For a 1-D ``action_mask``: the positions whose hidden state predicts each sampled token, and those
-    token positions."""
-    targets = torch.nonzero(action_mask, as_tuple=False).squeeze(-1)
-    return targets - 1, targets
-
-
-def student_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
-    """Student (active adapter) logits at the positions that predict the sampled tokens: ``[T_a, V]``."""
-    pos, _ = action_positions(action_mask)
-    hidden = decoder(peft_model)(input_ids=input_ids.unsqueeze(0)).last_hidden_state[0]
-    return lm_head(peft_model)(hidden[pos])
-
-
-def teacher_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tensor,
-                   latents: torch.Tensor | None) -> torch.Tensor:
-    """Frozen-backbone logits (all adapters disabled) with ``latents`` ``[P, d]`` placed before the sequence,
-    at the positions that predict the sampled tokens: ``[T_a, V]``. One forward pass for all prefixes."""
-    pos, _ = action_positions(action_mask)
-    with models.base_only(peft_model):
-        emb = embed_tokens(peft_model)(input_ids)
-        prefix = 0
-        if latents is not None and latents.shape[0] > 0:
-            emb = torch.cat([latents.to(emb.dtype), emb], dim=0)
-            prefix = latents.shape[0]
-        hidden = decoder(peft_model)(inputs_embeds=emb.unsqueeze(0)).last_hidden_state[0]
-        return lm_head(peft_model)(hidden[pos + prefix])
-
-
-def common_prefix_length(seqs: list[torch.Tensor], masks: list[torch.Tensor]) -> int:
-    """Length of the prefix all sequences share and in which nobody sampled anything (the group's prompt)."""
-    limit = min(int(torch.nonzero(m)[0]) if m.any() else len(m) for m in masks)
-    limit = min([limit] + [len(s) for s in seqs])
-    first = seqs[0][:limit]
-    for s in seqs[1:]:
-        diff = torch.nonzero(s[:limit] != first)
-        if len(diff):
-            limit = int(diff[0])
-            first = first[:limit]
-    return limit
-
-
-def _cache_kw(body) -> str:
-    params = inspect.signature(body.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2 renamed it
-
-
-def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor], latents: torch.Tensor | None = None,
-                teacher: bool = False, share_prefix: bool = True) -> list[torch.Tensor]:
-    """Logits at the positions that predict each sequence's sampled tokens (``[T_a_i, V]`` each), for the
-    student (active adapter) or the teacher (base model, ``latents`` ``[P, d]`` before every sequence).
-
-    The rollouts of one task share their prompt: it is run once, and its key/value cache (which carries
-    gradients) is expanded over the group's continuations, so a group of G costs one prompt plus G
-    continuations instead of G full sequences. The result equals scoring each sequence alone.
-    """
-    if not share_prefix:
-        fn = (lambda s, m: teacher_logits(peft_model, s, m, latents)) if teacher else \
-            (lambda s, m: student_logits(peft_model, s, m))
-        return [fn(s, m) for s, m in zip(seqs, masks)]
-    body, head, embed = decoder(peft_model), lm_head(peft_model), embed_tokens(peft_model)
-    n = common_prefix_length(seqs, masks)
-    with models.base_only(peft_model) if teacher else contextlib.nullcontext():
-        emb = embed(seqs[0][:n])
-        lead = 0
-        if latents is not None and latents.shape[0] > 0:
-            emb = torch.cat([latents.to(emb.dtype), emb], dim=0)
-            lead = latents.shape[0]
-        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
-        h_prefix = out.last_hidden_state[0]
-        cache = out["cache"] if "cache" in out else out["past_key_values"]
-        rests = [s[n:] for s in seqs]
-        width = max(len(r) for r in rests)
-        h_rest = None
-        if width:
-            g = len(seqs)
-            cache.batch_repeat_interleave(g)
-            ids = torch.zeros((g, width), dtype=torch.long, device=seqs[0].device)
-            attn = torch.zeros((g, lead + n + width), dtype=torch.long, device=seqs[0].device)
-            attn[:, :lead + n] = 1
-            for i, r in enumerate(rests):
-                ids[i, :len(r)] = r
-                attn[i, lead + n:lead + n + len(r)] = 1
-            h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
-                          **{_cache_kw(body): cache}).last_hidden_state
-        results = []
-        for i, m in enumerate(masks):
-            pos, _ = action_positions(m)
-            in_prefix = pos < n
-            parts = [h_prefix[lead + pos[in_prefix]]]
-            if h_rest is not None:
-                parts.append(h_rest[i, pos[~in_prefix] - n])
-            results.append(head(torch.cat(parts, dim=0)))
-        return results
+    @torch.no_grad()
+    def copy_from(self, other: "Composer") -> None:
+        """Make this composer equal to ``other`` (its LoRA adapter and Q-Former), e.g. to keep a frozen
+        snapshot of the cold-started composer under a second adapter name."""
+        src = {n.replace(f".{other.adapter_name}.", "."): p for n, p in self.peft_model.named_parameters()
+               if "lora_" in n and f".{other.adapter_name}." in n}
+        for n, p in self.peft_model.named_parameters():
+            if "lora_" in n and f".{self.adapter_name}." in n:
+                p.copy_(src[n.replace(f".{self.adapter_name}.", ".")])
+        self.qformer.load_state_dict(other.qformer.state_dict())

@@ -12,6 +12,7 @@ small tensors (``tests/test_train_losses.py``). Conventions:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -37,26 +38,43 @@ def topm_tail_logprobs(logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Coarse distribution over ``M + 1`` buckets: the ``M`` tokens in ``index`` and one tail bucket.
 
     ``logp`` is ``[..., V]`` log-probabilities, ``index`` ``[..., M]`` token ids. Returns ``[..., M + 1]``
-    log-probabilities whose exponentials sum to 1: ``log p(top_i)`` and ``log(1 - sum_i p(top_i))``,
-    computed in log space (floored at :data:`LOG_FLOOR`).
+    log-probabilities whose exponentials sum to 1: ``log p(top_i)`` and the tail ``log sum_{j not in top}
+    p(j)``. With the full distribution at hand the tail is a log-sum-exp over the other ids, which is exact
+    even when the top-M hold nearly all the mass (where ``log(1 - sum top)`` in fp32 rounds to ``log 0``).
+    Floored at :data:`LOG_FLOOR` (an empty tail when M covers the vocabulary).
     """
     top = logp.gather(-1, index)
-    tail = log1mexp(torch.logsumexp(top, dim=-1, keepdim=True))
+    rest = logp.scatter(-1, index, torch.finfo(logp.dtype).min)  # finite: no NaN gradient when M covers V
+    tail = torch.logsumexp(rest, dim=-1, keepdim=True)
     return torch.cat([top, tail], dim=-1).clamp_min(LOG_FLOOR)
 
 
-def reverse_kl_topm(student_logits: torch.Tensor, teacher_logits: torch.Tensor, top_m: int = 20,
-                    mask: torch.Tensor | None = None, reduce: bool = True) -> torch.Tensor:
-    """Reverse KL ``KL(p̂_S || p̂_T)`` over the student's top-M tokens plus a tail bucket, per token.
+def kl_support(student_logp: torch.Tensor | None, teacher_logp: torch.Tensor | None, top_m: int,
+               support: str = "teacher") -> torch.Tensor:
+    """The token ids of the buckets (no gradient): the teacher's top-M (the authors' code, the default) or
+    the student's top-M (TRL's GKD-style variant). ``[..., V] -> [..., M]``."""
+    if support not in KL_SUPPORTS:
+        raise ValueError(f"unknown KL support {support!r}; choose from {KL_SUPPORTS}")
+    logp = teacher_logp if support == "teacher" else student_logp
+    if logp is None:
+        raise ValueError(f"the {support}'s log-probabilities are needed to pick its top-{top_m}")
+    return logp.detach().topk(min(top_m, logp.shape[-1]), dim=-1).indices
 
-    The buckets are chosen from the student's distribution (no gradient flows through the choice). Pass
-    detached logits on either side to decide which model the gradient reaches: the student loss uses a
-    detached teacher, the composer loss a detached student. Returns the masked token mean, or per-token
-    values ``[...]`` with ``reduce=False``.
+
+KL_SUPPORTS = ("teacher", "student")
+
+
+def reverse_kl_topm(student_logits: torch.Tensor, teacher_logits: torch.Tensor, top_m: int = 20,
+                    mask: torch.Tensor | None = None, reduce: bool = True, support: str = "teacher") -> torch.Tensor:
+    """Reverse KL ``KL(p̂_S || p̂_T)`` over ``support``'s top-M tokens plus a tail bucket, per token.
+
+    No gradient flows through the choice of buckets. Pass detached logits on either side to decide which
+    model the gradient reaches. Returns the masked token mean, or per-token values ``[...]`` with
+    ``reduce=False``.
     """
     logp_s = torch.log_softmax(student_logits.float(), dim=-1)
     logp_t = torch.log_softmax(teacher_logits.float(), dim=-1)
-    index = logp_s.detach().topk(min(top_m, logp_s.shape[-1]), dim=-1).indices
+    index = kl_support(logp_s, logp_t, top_m, support)
     kl = bucket_kl(topm_tail_logprobs(logp_s, index), topm_tail_logprobs(logp_t, index))
     return masked_mean(kl, mask) if reduce else kl
 
@@ -84,16 +102,14 @@ def outcome_advantage(reward: torch.Tensor) -> torch.Tensor:
     return 2.0 * reward - 1.0
 
 
-def privileged_margin(teacher_logp: torch.Tensor, student_logp: torch.Tensor, advantage: torch.Tensor,
-                      mask: torch.Tensor | None = None) -> torch.Tensor:
-    """``g = mean_t A(τ) · (log p_T(y_t) - log p_S(y_t))``, the teacher's advantage-weighted edge.
+def privileged_margin(teacher_logp_y: torch.Tensor, student_logp_y: torch.Tensor, reward: float) -> torch.Tensor:
+    """``δ(τ) = A(τ) · mean_t (log p_T(y_t) - log p_S(y_t))`` with ``A = 2r - 1``, one number per rollout.
 
-    ``teacher_logp``/``student_logp`` are ``[B, T]`` log-probabilities of the sampled tokens, ``advantage``
-    ``[B]`` (broadcast over tokens). The teacher keeps its privileged information useful when ``g >= m``:
-    it must rate successful trajectories above the student does and failed ones below.
-    """
-    delta = teacher_logp - student_logp
-    return masked_mean(advantage.unsqueeze(-1) * delta, mask)
+    ``*_logp_y`` are ``[T]`` log-probabilities of the sampled tokens. The teacher keeps its privileged
+    information useful when ``δ >= m``: it must rate successful trajectories above the student does and failed
+    ones below."""
+    advantage = 2.0 * float(reward) - 1.0
+    return advantage * (teacher_logp_y - student_logp_y).mean()
 
 
 def margin_penalty(g: torch.Tensor, beta: float, margin: float = 0.05) -> torch.Tensor:
@@ -101,20 +117,50 @@ def margin_penalty(g: torch.Tensor, beta: float, margin: float = 0.05) -> torch.
     return beta * (margin - g)
 
 
-def dual_update(beta: float, g: float, margin: float = 0.05, lr: float = 0.01) -> float:
-    """Projected dual ascent ``β <- max(0, β + η (m - g))``: β grows while the constraint is violated."""
+def dual_update(beta: float, g: float, margin: float = 0.05, lr: float = 0.5) -> float:
+    """Projected dual ascent ``β <- max(0, β + η (m - δ̄))`` (``g`` = δ̄, the token-weighted mean margin of the
+    step): β grows while the constraint is violated, and never goes below 0."""
     return max(0.0, float(beta) + float(lr) * (float(margin) - float(g)))
 
 
-def anchor_loss(params: list[torch.Tensor], init_params: list[torch.Tensor]) -> torch.Tensor:
-    """Mean squared distance of the composer's parameters from their initial values.
+def anchor_loss(latents: torch.Tensor, anchor_latents: torch.Tensor) -> torch.Tensor:
+    """``L_anchor``: mean squared distance between the composer's latent tokens and those the cold-started
+    composer (a frozen snapshot) makes of the same experiences for the same task. It keeps the latent context
+    near what cold start taught the teacher to read; exactly zero right after cold start."""
+    return (latents.float() - anchor_latents.detach().float()).pow(2).mean()
 
-    The composer's latent tokens are a function of its parameters, so anchoring the parameters keeps the
-    latent context near the map it started from (an L2-SP anchor); it is exactly zero at initialisation.
-    """
-    total = sum(((p - p0.to(p.dtype)) ** 2).sum() for p, p0 in zip(params, init_params))
-    count = sum(p.numel() for p in params)
-    return total / max(count, 1)
+
+@dataclass
+class ComposerTerms:
+    """One rollout's composer objective and its parts (detached copies for logging)."""
+
+    loss: torch.Tensor
+    kl: float
+    delta: float
+    anchor: float
+
+
+def composer_objective(q_student: torch.Tensor, q_teacher: torch.Tensor, student_logp_y: torch.Tensor,
+                       teacher_logp_y: torch.Tensor, reward: float, beta: float, margin: float = 0.05,
+                       latents: torch.Tensor | None = None, anchor_latents: torch.Tensor | None = None,
+                       anchor_coef: float = 0.2) -> ComposerTerms:
+    """The composer's loss for one rollout: ``KL + β (m - δ) + λ L_anchor`` (DESIGN.md 7, step 7).
+
+    * ``KL``: token mean of ``KL(q_S || q_T)`` over the buckets (``q_student`` detached, ``[T, M+1]``);
+    * ``δ = (2r - 1) · mean_t (log p_T(y_t) - log p_S(y_t))``, one number per rollout: the teacher's
+      advantage-weighted edge on the sampled tokens, which the constraint ``δ >= m`` keeps useful;
+    * ``L_anchor``: :func:`anchor_loss` of this rollout's latent context (skipped when no snapshot is given).
+
+    ``beta`` is the dual variable *before* this step's dual update. The caller weighs rollouts (per
+    sequence by default: ``loss / number of supervised rollouts``)."""
+    kl = bucket_kl(q_student.detach(), q_teacher).mean()
+    delta = privileged_margin(teacher_logp_y, student_logp_y.detach(), reward)
+    loss = kl + margin_penalty(delta, beta, margin)
+    anchor = torch.zeros((), device=kl.device)
+    if latents is not None and anchor_latents is not None:
+        anchor = anchor_loss(latents, anchor_latents)
+        loss = loss + anchor_coef * anchor
+    return ComposerTerms(loss, float(kl.detach()), float(delta.detach()), float(anchor.detach()))
 
 
 def nll_loss(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

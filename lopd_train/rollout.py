@@ -12,11 +12,13 @@ parallel threads (code envs spend their time in sandboxes).
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import gymnasium as gym
 import torch
@@ -94,6 +96,41 @@ class _Live:
         self.stats: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
 
+def neutral_generation_config(tokenizer, cfg: SamplingConfig):
+    """An explicit generation config with nothing but the sampling itself: pure sampling at
+    ``cfg.temperature`` (or greedy), no top-k/top-p and no logits processors (repetition penalty, n-gram
+    bans, forced or suppressed tokens, minimum lengths...) whatever the model's own ``generation_config``
+    holds. The recorded log-probabilities are then those of the (temperature-scaled) policy itself."""
+    from transformers import GenerationConfig
+
+    gc = GenerationConfig(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True, output_scores=True,
+                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                          bos_token_id=tokenizer.bos_token_id, repetition_penalty=1.0, no_repeat_ngram_size=0,
+                          min_new_tokens=0, top_k=0, top_p=1.0, typical_p=1.0, epsilon_cutoff=0.0,
+                          eta_cutoff=0.0, encoder_repetition_penalty=1.0, renormalize_logits=False)
+    if cfg.greedy:
+        gc.do_sample, gc.temperature = False, 1.0
+    else:
+        gc.do_sample, gc.temperature = True, cfg.temperature
+    return gc
+
+
+@contextlib.contextmanager
+def _without_model_generation_defaults(model, tokenizer) -> Iterator[None]:
+    """transformers fills every setting a passed config leaves unset from the model's own
+    ``generation_config``; swap in a bare one for the call so nothing of the model's leaks in."""
+    from transformers import GenerationConfig
+
+    target = model.get_base_model() if hasattr(model, "get_base_model") else model
+    saved = target.generation_config
+    target.generation_config = GenerationConfig(pad_token_id=tokenizer.pad_token_id,
+                                                eos_token_id=tokenizer.eos_token_id)
+    try:
+        yield
+    finally:
+        target.generation_config = saved
+
+
 @torch.no_grad()
 def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig,
              generator_seed: int | None = None) -> list[tuple[list[int], list[float], bool]]:
@@ -106,13 +143,9 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
     for i, p in enumerate(prompts):
         ids[i, width - len(p):] = torch.tensor(p)
         attn[i, width - len(p):] = 1
-    kwargs: dict[str, Any] = dict(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True,
-                                  output_scores=True, pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
-    if cfg.greedy:
-        kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
-    else:  # pure sampling from the temperature-scaled policy: no top-k/top-p, so log-probs are exact
-        kwargs.update(do_sample=True, temperature=cfg.temperature, top_k=0, top_p=1.0)
-    out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), **kwargs)
+    with _without_model_generation_defaults(model, tokenizer):
+        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device),
+                             generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
     scores = torch.stack(out.scores, dim=1).float().cpu()  # [B, T, V], the processed (sampling) logits
     logps = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
@@ -208,3 +241,41 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
             t = trajectories[-1]
             t.policy_logprobs, t.topm_ids, t.topm_logprobs = (torch.cat([x[k] for x in ep.stats]) for k in range(3))
     return trajectories
+
+
+def action_text(action: dict[str, Any], tool_syntax: str = "hermes") -> str:
+    """A trace step's action as the assistant would have written it (a tool call in ``tool_syntax``)."""
+    if "name" not in action:
+        return str(action.get("text", ""))
+    from lopd_envs.tools import ToolCall, render_python_calls
+
+    if tool_syntax == "python":
+        return render_python_calls([ToolCall(action["name"], dict(action.get("arguments") or {}))])
+    call = {"name": action["name"], "arguments": action.get("arguments") or {}}
+    return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+
+
+def replay_trace(env: gym.Env, tokenizer, trace, cfg: SamplingConfig, group: int = 0) -> Trajectory:
+    """A successful trace (e.g. a seeded experience) as a trajectory the trainer can score: the env's own
+    prompt for the task, then one assistant turn per trace step (its action, as the student's tokens) and the
+    step's recorded result as a tool message. Approximate where a turn made several calls (each becomes its
+    own turn) and where results were shortened when recorded; used for cold start."""
+    obs, info = env.reset(options={"task_id": trace.task_id})
+    tools = info.get("tools") or []
+    ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax,
+                                                      tool_prompt=cfg.tool_prompt))
+    prompt_len = len(ids)
+    mask = [0] * len(ids)
+    for k, step in enumerate(trace.steps):
+        toks = models.encode(tokenizer, action_text(step.action, cfg.tool_syntax)) + [tokenizer.eos_token_id]
+        ids += toks
+        mask += [1] * len(toks)
+        if step.result and k + 1 < len(trace.steps):
+            more = models.encode(tokenizer, models.continuation_text(
+                tokenizer, [{"role": "tool", "name": step.action.get("name", "tool"), "content": step.result}]))
+            ids += more
+            mask += [0] * len(more)
+    return Trajectory(env_id=trace.env_id, task_id=trace.task_id, task=trace.task, category=trace.category,
+                      input_ids=ids, action_mask=mask, sample_logprobs=[0.0] * len(ids), prompt_len=prompt_len,
+                      reward=float(trace.reward), success=bool(trace.success), trace=trace,
+                      messages=copy.deepcopy(obs), tools=tools, group=group, turns=len(trace.steps))

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from lopd_train import models
-from lopd_train.rollout import SamplingConfig, make_envs, run_episodes, task_ids
+from lopd_train.context import attach_transcript
+from lopd_train.rollout import SamplingConfig, Trajectory, make_envs, replay_trace, run_episodes, task_ids
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,10 @@ class TrainConfig:
                                             "or a Hugging Face id")
     device: str = knob("auto", "torch device ('auto': cuda when available, else cpu)")
     dtype: str = knob("auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
-    lora_r: int = knob(16, "LoRA rank of the student adapter (and of the composer's encoder adapter)")
-    lora_alpha: int = knob(32, "LoRA alpha")
+    lora_r: int = knob(16, "LoRA rank of the student adapter")
+    lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
+    composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
+    composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
     lora_targets: str = knob("all-linear", "LoRA target modules ('all-linear' or comma-separated names)")
     gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
@@ -67,7 +70,8 @@ class TrainConfig:
     steps: int = knob(10, "training steps (one rollout batch and one update each)")
     tasks_per_step: int = knob(4, "distinct tasks per step")
     group_size: int = knob(2, "rollouts per task (a GRPO group)")
-    lr: float = knob(5e-5, "student learning rate (AdamW)")
+    lr: float = knob(1e-4, "student learning rate (AdamW; the reference fine-tunes all weights at 1e-5, a LoRA "
+                           "student needs a larger step: see benchmarks/trainer_step.py --sweep)")
     weight_decay: float = knob(0.0, "student weight decay")
     max_grad_norm: float = knob(1.0, "gradient clipping norm (student and composer separately)")
     minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
@@ -81,25 +85,33 @@ class TrainConfig:
     # -- LOPD
     top_j: int = knob(3, "J: experiences retrieved per task")
     num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
-    top_m: int = knob(20, "M: student top-M tokens in the reverse KL (plus one tail bucket)")
-    margin: float = knob(0.05, "m: the privileged margin the teacher must keep (g >= m)")
-    beta_init: float = knob(1.0, "initial dual variable beta of the margin constraint")
-    beta_lr: float = knob(0.1, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - g))")
-    anchor_coef: float = knob(0.01, "lambda: weight of the composer's anchor to its initialisation")
-    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former)")
+    top_m: int = knob(20, "M: top-M tokens of the reverse KL's support (plus one tail bucket)")
+    kl_support: str = knob("teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
+                                      "student (TRL's GKD-style variant, from the sampler's recorded top-M)")
+    margin: float = knob(0.05, "m: the privileged margin the teacher must keep (delta >= m)")
+    beta_init: float = knob(0.0, "beta_0: initial dual variable of the margin constraint")
+    beta_lr: float = knob(0.5, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - mean delta))")
+    anchor_coef: float = knob(0.2, "lambda: weight of the anchor (MSE of the latents to the cold-started "
+                                    "composer's latents)")
+    composer_weighting: str = knob("sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
+                                               "the authors' code) or token (by their number of sampled tokens)")
+    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former; see "
+                                    "benchmarks/trainer_step.py --sweep)")
     qformer_dim: int = knob(256, "Q-Former width")
     qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
     qformer_heads: int = knob(4, "Q-Former attention heads")
-    experience_tokens: int = knob(256, "experience text is truncated to this many tokens for the encoder")
+    experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
+    experience_format: str = knob("chat", "how the encoder reads an experience: chat (its full chat transcript, "
+                                          "the authors' rendering) or trace (our compact action-result trace)")
     init_bank: str | None = knob(None, "seed the experience bank of a new run from a bank.sqlite or a JSONL of "
                                        "traces (Trace.to_json per line; failures are skipped)")
-    recompute_encoder: bool = knob(True, "encode experiences without a graph for the teacher pass, then again with "
-                                         "one for the composer's backward (one extra encoder forward, much less "
-                                         "peak memory)")
-    encoder_batch: int = knob(8, "experiences per encoder pass when the encoder is re-run for its backward")
-    cold_start_batches: int = knob(1, "rollout batches sampled before training to cold-start the composer")
-    cold_start_epochs: int = knob(2, "composer NLL passes over the cold-start successes")
-    freeze_composer: bool = knob(False, "ablation: never update the composer")
+    cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
+                                      "teacher) before on-policy training (the reference: 1000); 0 skips it")
+    cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
+    cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
+                                            "(with the --init-bank traces)")
+    cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")
+    freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training")
     use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
     # -- GRPO
     clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
@@ -116,13 +128,20 @@ class TrainConfig:
     env_workers: int = knob(8, "threads stepping envs in parallel")
     threads: int = knob(0, "torch CPU threads (0: torch's default)")
 
-    def sampling(self) -> SamplingConfig:
+    def sampling(self, records_top_m: bool = False) -> SamplingConfig:
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                               max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
-                              tool_prompt=self.tool_prompt, top_m=self.top_m if self.algo == "lopd" else 0)
+                              tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def __post_init__(self) -> None:
+        choices = {"kl_support": ("teacher", "student"), "composer_weighting": ("sequence", "token"),
+                   "experience_format": ("chat", "trace")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
 
 # ----------------------------------------------------------------------------------- small utilities
@@ -222,9 +241,11 @@ class Trainer:
         targets = cfg.lora_targets if cfg.lora_targets == "all-linear" else cfg.lora_targets.split(",")
         lcfg = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
         algo_cls = ALGORITHMS[cfg.algo]
+        self.algo_cls = algo_cls
         adapters = {"student": lcfg}
-        if not algo_cls.student_only:
-            adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
+        for name, prefix in algo_cls.extra_adapters.items():  # e.g. LOPD's composer encoder and its snapshot
+            adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),
+                                                targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
         if cfg.gradient_checkpointing:
             self.policy.get_base_model().gradient_checkpointing_enable(
@@ -240,9 +261,7 @@ class Trainer:
 
         self.step = 0
         self.rollouts = 0
-        from lopd_train.algorithms import Algorithm
-
-        self.cold_start_done = algo_cls.cold_start is Algorithm.cold_start or cfg.cold_start_batches <= 0
+        self.cold_start_done = not algo_cls.has_cold_start
         rng = None
         if latest is not None:
             rng = self.load_checkpoint(latest)
@@ -290,12 +309,16 @@ class Trainer:
         groups = [i for i in range(len(tasks)) for _ in range(g)]
         self.policy.eval()
         with models.adapter(self.policy, "student"):
-            trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks, self.cfg.sampling(),
-                                 groups=groups, seeds=per_env_seeds, pool=self.pool)
+            trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks,
+                                 self.cfg.sampling(self.algo_cls.records_top_m(self.cfg)), groups=groups,
+                                 seeds=per_env_seeds, pool=self.pool)
         self.policy.train()
         self.rollouts += len(trajs)
         added = []
         if self.bank is not None:
+            for t in trajs:
+                if t.success and t.trace is not None:  # the full transcript: the encoder's "chat" rendering
+                    attach_transcript(t.trace, self.tokenizer.decode(t.input_ids))
             added = self.bank.add([t.trace for t in trajs if t.success], rollout=self.rollouts)
             if self.retriever is not None:
                 self.retriever.add(added)
@@ -308,9 +331,10 @@ class Trainer:
             f.flush()
             os.fsync(f.fileno())
         if self.writer is not None:
+            x = row.get("cold_start_step", row["step"])
             for k, v in row.items():
-                if isinstance(v, (int, float)) and k not in ("step",):
-                    self.writer.add_scalar(f"{row.get('phase', 'train')}/{k}", v, row["step"])
+                if isinstance(v, (int, float)) and k not in ("step", "cold_start_step"):
+                    self.writer.add_scalar(f"{row.get('phase', 'train')}/{k}", v, x)
             self.writer.flush()
 
     @staticmethod
@@ -327,18 +351,7 @@ class Trainer:
 
         cfg = self.cfg
         if not self.cold_start_done:
-            t0 = time.time()
-            trajs = []
-            for _ in range(cfg.cold_start_batches):
-                batch, _ = self.rollout_batch()
-                trajs += batch
-            metrics = {}
-            for _ in range(cfg.cold_start_epochs):
-                metrics = self.algo.cold_start(trajs)
-            self.cold_start_done = True
-            self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(trajs),
-                      **metrics, "bank_size": len(self.bank), "seconds": time.time() - t0})
-            self.save_checkpoint()
+            self.cold_start()
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress,
                    unit="step")
         last: dict[str, Any] = {}
@@ -368,6 +381,40 @@ class Trainer:
         self.close()
         return {"step": self.step, "rollouts": self.rollouts, "last": last,
                 "exported": str(exported) if exported else None}
+
+    # ------------------------------------------------------------------ cold start
+    def cold_start_data(self) -> list[Trajectory]:
+        """Successful trajectories to cold-start on: the bank's seeded traces (``--init-bank``) replayed as
+        token sequences, then on-policy rollout batches until ``cold_start_min_successes`` exist (at most
+        ``cold_start_max_batches``)."""
+        from lopd_envs.trace import Trace
+
+        cfg = self.cfg
+        data: list[Trajectory] = []
+        env_id = getattr(self.envs[0].unwrapped, "env_id", "")
+        for k, exp in enumerate(self.bank.all() if self.bank is not None else []):
+            trace = Trace.from_json(exp.trace)
+            if trace.env_id != env_id or (self.task_pool and trace.task_id not in self.task_pool):
+                continue  # another env's (or category's) experience: retrievable, but no prompt to replay it in
+            data.append(replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1)))
+        batches = 0
+        while sum(t.success for t in data) < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
+            trajs, _ = self.rollout_batch()
+            data += trajs
+            batches += 1
+        return data
+
+    def cold_start(self) -> None:
+        """The cold-start phase: collect successes, fit the composer (one metrics row per step: the NLL
+        curve), then a checkpoint at step 0."""
+        t0 = time.time()
+        data = self.cold_start_data()
+        log = lambda row: self.log({"phase": "cold_start", "step": 0, **row})  # noqa: E731
+        summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress)
+        self.cold_start_done = True
+        self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
+                  "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})
+        self.save_checkpoint()
 
     def close(self) -> None:
         if self.writer is not None:
@@ -400,7 +447,8 @@ class Trainer:
         if self.bank is not None:
             self.bank.snapshot(tmp / "bank.sqlite")
         state = {"step": self.step, "rollouts": self.rollouts, "cold_start_done": self.cold_start_done,
-                 "beta": getattr(self.algo, "beta", None), "time": time.time(), "algo": self.cfg.algo}
+                 **{f: getattr(self.algo, f) for f in self.algo.state_fields}, "time": time.time(),
+                 "algo": self.cfg.algo}
         atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
         if final.exists():
             shutil.rmtree(final)

@@ -30,6 +30,21 @@ def test_paper_defaults():
     assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct"
 
 
+def test_reference_code_defaults():
+    """The authors' choices (bingreeky/LOPD @ 50c3d7f) are the defaults where they do not depend on model size."""
+    cfg = TrainConfig()
+    assert (cfg.anchor_coef, cfg.beta_init, cfg.beta_lr, cfg.max_grad_norm) == (0.2, 0.0, 0.5, 1.0)
+    assert (cfg.kl_support, cfg.composer_weighting, cfg.experience_format) == ("teacher", "sequence", "chat")
+    assert (cfg.composer_lora_r, cfg.composer_lora_alpha, cfg.cold_start_batch_size) == (8, 16, 8)
+    assert cfg.cold_start_steps > 0
+
+
+def test_unknown_choices_are_refused_clearly():
+    for bad in ({"kl_support": "both"}, {"composer_weighting": "rollout"}, {"experience_format": "json"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            TrainConfig(**bad)
+
+
 def test_config_file_sets_knobs_and_flags_win(tmp_path):
     toml = tmp_path / "run.toml"
     toml.write_text('env = "lopd/HumanEvalPlus-v0"\nsteps = 7\ntop-j = 2\nuse_margin = false\n'

@@ -1,5 +1,6 @@
 """The composer shares the backbone (second LoRA adapter, no second copy), emits K latent tokens per
-experience at the embedding scale, and the teacher is the frozen base model reading them first."""
+(task, experience) at the embedding scale, and the teacher is the frozen base model reading them at its
+placeholders."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.composer import Composer, student_logits, teacher_logits
+from lopd_train.composer import Composer
+from lopd_train.scoring import student_logits, teacher_logits
 
 
 @pytest.fixture()
@@ -32,14 +34,24 @@ def test_composer_adapter_shares_the_base_weights(policy):
 def test_composer_emits_k_latents_per_experience_at_the_embedding_scale(policy):
     peft_model, tok, _ = policy
     comp = Composer(peft_model, tok, num_queries=5, dim=32, layers=2, heads=4, max_tokens=40)
-    lat = comp.encode(["Task: add 1 and 2\n1. call add({\"a\": 1})", "short"])
+    lat = comp.encode([("add 1 and 2", "Task: add 1 and 2\n1. call add({\"a\": 1})"), ("x", "short")])
     d = peft_model.get_base_model().config.hidden_size
     assert lat.shape == (2, 5, d)
     emb_rms = peft_model.get_base_model().get_input_embeddings().weight.pow(2).mean().sqrt()
     assert torch.allclose(lat.pow(2).mean(-1).sqrt(), emb_rms.expand(2, 5), rtol=1e-3)
     # padding does not change an experience's latents
-    alone = comp.encode(["short"])
+    alone = comp.encode([("x", "short")])
     assert torch.allclose(alone[0], lat[1], atol=1e-5)
+    # the task conditions them: the same experience for another task gives other latents
+    other = comp.encode([("y", "short")])
+    assert not torch.allclose(other[0], lat[1], atol=1e-4)
+
+
+def test_encoder_input_is_task_then_trajectory_keeping_the_trajectory_end(policy):
+    peft_model, tok, _ = policy
+    comp = Composer(peft_model, tok, num_queries=2, dim=32, layers=1, heads=4, max_tokens=10)
+    ids = comp.input_ids("sum two numbers", "0123456789ABCDEF")
+    assert tok.decode(ids) == "Task to solve:\nsum two numbers\n\nReference past trajectory:\n6789ABCDEF"
 
 
 def test_teacher_is_the_frozen_base_model_whatever_the_adapters_hold(policy):
@@ -69,9 +81,10 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
                 p.normal_(0, 0.01)
     ids = torch.randint(3, 200, (10,))
     mask = torch.tensor([0] * 4 + [1] * 6)
-    lat = comp.encode(["Task: x\n1. call f({})", "Task: y"])
+    lat = comp.encode([("x", "1. call f({})"), ("y", "say y")])
     context = lat.reshape(-1, lat.shape[-1])
-    with_ctx = teacher_logits(peft_model, ids, mask, context)
+    ids[1:1 + len(context)] = 0  # placeholders inside the prompt
+    with_ctx = teacher_logits(peft_model, ids, mask, (list(range(1, 1 + len(context))), context))
     without = teacher_logits(peft_model, ids, mask, None)
     assert with_ctx.shape == without.shape == (6, len(tok))
     assert not torch.allclose(with_ctx, without, atol=1e-4)
@@ -84,7 +97,7 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
 
 @pytest.mark.parametrize("with_latents", [False, True])
 def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy, with_latents):
-    from lopd_train.composer import score_group
+    from lopd_train.scoring import score_group
 
     peft_model, _, _ = policy
     with torch.no_grad():
@@ -94,16 +107,20 @@ def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy,
     seqs = [torch.cat([prompt, torch.randint(3, 200, (k,))]) for k in (5, 8, 3)]
     masks = [torch.tensor([0] * 9 + [1] * (len(s) - 9)) for s in seqs]
     masks[1][12:14] = 0  # an observation inside the continuation
-    latents = torch.randn(6, peft_model.get_base_model().config.hidden_size) if with_latents else None
+    inject = ([2, 3, 4, 5, 6, 7], torch.randn(6, peft_model.get_base_model().config.hidden_size)) \
+        if with_latents else None
     for teacher in (False, True):
-        shared = score_group(peft_model, seqs, masks, latents if teacher else None, teacher=teacher)
-        alone = score_group(peft_model, seqs, masks, latents if teacher else None, teacher=teacher,
+        shared = score_group(peft_model, seqs, masks, inject if teacher else None, teacher=teacher)
+        alone = score_group(peft_model, seqs, masks, inject if teacher else None, teacher=teacher,
                             share_prefix=False)
         for a, b in zip(shared, alone):
             assert a.shape == b.shape and torch.allclose(a, b, atol=1e-4)
 
 
 def lopd_setup(tmp_path, **kw):
+    """A tiny LOPD: random Llama with student, composer and anchor adapters, six coin-flip rollouts of two
+    tasks (sampler top-M recorded), a bank holding them and three experiences of other tasks (so every
+    group retrieves some), and the algorithm object. ``kw`` override ``TrainConfig`` fields."""
     import lopd_train.testing  # noqa: F401
     from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
@@ -114,8 +131,11 @@ def lopd_setup(tmp_path, **kw):
     torch.manual_seed(0)
     base, tok = models.tiny_model()
     tok.padding_side = "left"
-    peft_model = models.wrap_lora(base, {"student": models.lora_config(4, 8), "composer": models.lora_config(4, 8)})
-    cfg = TrainConfig(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2, **kw)
+    lora = models.lora_config(4, 8)
+    peft_model = models.wrap_lora(base, {"student": lora, "composer": lora, "anchor": lora})
+    settings = dict(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2,
+                    lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8, lr=1e-3, composer_lr=1e-3)
+    cfg = TrainConfig(**{**settings, **kw})
     bank = ExperienceBank(tmp_path / "bank.sqlite")
     envs = make_envs("lopd-test/Coin-v0", 6, category="all")
     trajs = run_episodes(peft_model, tok, envs, ["heads_0"] * 3 + ["tails_1"] * 3, SamplingConfig(max_new_tokens=6,
@@ -126,44 +146,3 @@ def lopd_setup(tmp_path, **kw):
         tr.add({"text": f"note {i}"})
         bank.add([tr])
     return peft_model, tok, cfg, trajs, LOPD(peft_model, tok, cfg, bank, Retriever(bank))
-
-
-def test_recomputing_the_encoder_gives_the_same_composer_update(tmp_path):
-    after = []
-    for recompute in (True, False):
-        peft_model, _, _, trajs, algo = lopd_setup(tmp_path / str(recompute), recompute_encoder=recompute)
-        algo.update(trajs)
-        after.append([p.detach().clone() for p in algo.composer_params])
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*after))
-    assert any(not torch.allclose(a, b) for a, b in zip(after[0], algo.composer_init))
-
-
-def test_lopd_update_losses_equal_the_pure_loss_functions(tmp_path):
-    """The two-pass update (teacher/composer, then student, with the sampler's recorded top-M) computes
-    exactly the reverse KL and margin of losses.py on the same logits."""
-    from lopd_train import losses
-    from lopd_train.algorithms.base import Batch
-    from lopd_train.composer import score_group
-
-    peft_model, tok, cfg, trajs, algo = lopd_setup(tmp_path)
-    groups = Batch(trajs).groups_of()
-    hits = algo.retrieve(groups)
-    n_tokens = sum(t.n_actions for t in trajs)
-    expect_kl, expect_g = 0.0, 0.0
-    with torch.no_grad():
-        for members, exps in zip(groups, hits):
-            seqs, masks, targets, _ = algo.tensors(members)
-            ctx = algo.latent_context(exps)
-            t_all = score_group(peft_model, seqs, masks, ctx, teacher=True)
-            s_all = score_group(peft_model, seqs, masks)
-            for t, s, tt, y in zip(members, s_all, t_all, targets):
-                expect_kl += float(losses.reverse_kl_topm(s, tt, 5)) * len(y) / n_tokens
-                a = losses.outcome_advantage(torch.tensor([t.reward]))
-                expect_g += float(losses.privileged_margin(losses.token_logprobs(tt, y), losses.token_logprobs(s, y),
-                                                           a)) * len(y) / n_tokens
-    metrics = algo.update(trajs)
-    assert metrics["context_fraction"] == pytest.approx(1.0)
-    assert metrics["student_kl"] == pytest.approx(expect_kl, rel=1e-3, abs=1e-6)
-    assert metrics["margin_g"] == pytest.approx(expect_g, rel=1e-3, abs=1e-6)
-    assert metrics["beta"] == pytest.approx(losses.dual_update(cfg.beta_init, expect_g, cfg.margin, cfg.beta_lr),
-                                            rel=1e-3)

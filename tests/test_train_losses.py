@@ -10,28 +10,32 @@ import torch
 from lopd_train import losses
 
 
-def brute_reverse_kl(student_logits, teacher_logits, m):
-    """Python loops: softmax, pick the student's top-m, add the tail bucket, sum p_s log(p_s/p_t)."""
+def brute_reverse_kl(student_logits, teacher_logits, m, support="teacher"):
+    """Python loops: softmax, pick the support's top-m, add the tail bucket, sum p_s log(p_s/p_t)."""
     out = []
     for s_row, t_row in zip(student_logits.tolist(), teacher_logits.tolist()):
         zs = sum(math.exp(x) for x in s_row)
         zt = sum(math.exp(x) for x in t_row)
         ps = [math.exp(x) / zs for x in s_row]
         pt = [math.exp(x) / zt for x in t_row]
-        top = sorted(range(len(ps)), key=lambda i: -ps[i])[:m]
+        ref = pt if support == "teacher" else ps
+        top = sorted(range(len(ps)), key=lambda i: -ref[i])[:m]
         qs = [ps[i] for i in top] + [1 - sum(ps[i] for i in top)]
         qt = [pt[i] for i in top] + [1 - sum(pt[i] for i in top)]
         out.append(sum(a * math.log(a / b) for a, b in zip(qs, qt) if a > 0))
     return torch.tensor(out, dtype=torch.float64)
 
 
+@pytest.mark.parametrize("support", ["teacher", "student"])
 @pytest.mark.parametrize("m", [1, 3, 7])
-def test_reverse_kl_topm_equals_brute_force(m):
+def test_reverse_kl_topm_equals_brute_force(m, support):
     g = torch.Generator().manual_seed(m)
     s = torch.randn(6, 11, generator=g, dtype=torch.float64) * 2
     t = torch.randn(6, 11, generator=g, dtype=torch.float64) * 2
-    got = losses.reverse_kl_topm(s, t, top_m=m, reduce=False).double()
-    assert torch.allclose(got, brute_reverse_kl(s, t, m), atol=1e-5)
+    got = losses.reverse_kl_topm(s, t, top_m=m, reduce=False, support=support).double()
+    assert torch.allclose(got, brute_reverse_kl(s, t, m, support), atol=1e-5)
+    other = brute_reverse_kl(s, t, m, "student" if support == "teacher" else "teacher")
+    assert not torch.allclose(got, other, atol=1e-3)  # the support matters on these logits
 
 
 def test_reverse_kl_masked_mean_counts_only_sampled_tokens():
@@ -51,10 +55,13 @@ def test_tail_bucket_is_stable_when_top_m_holds_all_mass():
     # the student puts all its mass on one token: the tail is log(0); the KL must stay finite
     s = torch.tensor([[80.0, -80.0, -80.0, -80.0]])
     t = torch.tensor([[0.0, 0.0, 0.0, 0.0]])
-    kl = losses.reverse_kl_topm(s, t, 1)
+    kl = losses.reverse_kl_topm(s, t, 1, support="student")
     assert torch.isfinite(kl) and abs(float(kl) - math.log(4)) < 1e-4
     # M equal to the vocabulary: no tail at all
-    assert torch.isfinite(losses.reverse_kl_topm(torch.randn(3, 5), torch.randn(3, 5), 5))
+    s5 = torch.randn(3, 5, requires_grad=True)
+    kl = losses.reverse_kl_topm(s5, torch.randn(3, 5), 5)
+    kl.backward()
+    assert torch.isfinite(kl) and torch.isfinite(s5.grad).all()
 
 
 def test_reverse_kl_gradients_reach_only_the_undetached_side():
@@ -82,12 +89,11 @@ def test_outcome_advantage_is_two_r_minus_one():
 
 
 def test_privileged_margin_equals_brute_force():
-    lt = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.0, -2.0]])
-    ls = torch.tensor([[-1.5, -2.5, -0.5], [-2.0, -1.5, -1.0]])
-    adv = torch.tensor([1.0, -1.0])
-    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
-    terms = [1.0 * (-1.0 + 1.5), 1.0 * (-2.0 + 2.5), 1.0 * 0.0, -1.0 * (-3.0 + 2.0), -1.0 * (-1.0 + 1.5)]
-    assert math.isclose(float(losses.privileged_margin(lt, ls, adv, mask)), sum(terms) / len(terms), rel_tol=1e-6)
+    lt = torch.tensor([-1.0, -2.0, -0.5])
+    ls = torch.tensor([-1.5, -2.5, -0.5])
+    assert math.isclose(float(losses.privileged_margin(lt, ls, 1.0)), (0.5 + 0.5 + 0.0) / 3, rel_tol=1e-6)
+    assert math.isclose(float(losses.privileged_margin(lt, ls, 0.0)), -(0.5 + 0.5 + 0.0) / 3, rel_tol=1e-6)
+    assert float(losses.privileged_margin(lt, ls, 0.5)) == 0.0  # A = 2r - 1 = 0
 
 
 def test_dual_update_raises_beta_while_the_margin_is_violated_and_lowers_it_otherwise():
@@ -106,12 +112,13 @@ def test_margin_penalty_gradient_pushes_g_up():
     assert float(g.grad) == -2.0  # descending the loss increases g
 
 
-def test_anchor_loss_is_zero_at_initialisation_and_mean_squared_distance_after():
-    p = [torch.randn(3, 4), torch.randn(5)]
-    init = [x.clone() for x in p]
-    assert float(losses.anchor_loss(p, init)) == 0.0
-    moved = [p[0] + 1.0, p[1]]
-    assert math.isclose(float(losses.anchor_loss(moved, init)), 12.0 / 17.0, rel_tol=1e-6)
+def test_anchor_loss_is_the_mean_squared_distance_of_the_latents_to_the_snapshot():
+    z = torch.randn(4, 3)
+    assert float(losses.anchor_loss(z, z.clone())) == 0.0
+    assert math.isclose(float(losses.anchor_loss(z + 1.0, z)), 1.0, rel_tol=1e-6)
+    moved = z.clone()
+    moved[0, 0] += 2.0
+    assert math.isclose(float(losses.anchor_loss(moved, z)), 4.0 / 12.0, rel_tol=1e-6)
 
 
 def test_nll_loss_equals_brute_force():

@@ -4,6 +4,7 @@ and a run killed with SIGKILL that continues from its last checkpoint without lo
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -29,7 +30,9 @@ def rows(out: Path) -> list[dict]:
 def tiny_cfg(out: Path, **kw) -> TrainConfig:
     base = dict(model="tiny-random", steps=2, tasks_per_step=2, group_size=2, max_new_tokens=16,
                 num_latents=4, qformer_dim=32, qformer_layers=1, experience_tokens=96, lora_r=4, lora_alpha=8,
-                progress=False, output_dir=str(out), lr=1e-3, composer_lr=1e-3)
+                progress=False, output_dir=str(out), lr=1e-3, composer_lr=1e-3, composer_lora_r=4,
+                composer_lora_alpha=8, cold_start_steps=2, cold_start_batch_size=4, cold_start_min_successes=1,
+                cold_start_max_batches=1)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -65,20 +68,22 @@ def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos
     t0 = time.time()
     out = tmp_path / "run"
     cfg = tiny_cfg(out, env="lopd/HumanEvalPlus-v0", category="plus", tasks=",".join(HE_TASKS),
-                   init_bank=str(humaneval_demos), steps=2, export=False)
+                   init_bank=str(humaneval_demos), steps=2, export=False, cold_start_min_successes=3)
     first = train(cfg)
-    assert first["step"] == 2 and first["rollouts"] == 3 * 4  # a cold-start batch, then two steps
+    assert first["step"] == 2 and first["rollouts"] == 2 * 4  # cold start on the replayed demos, no rollouts
     r = rows(out)
+    curve = [x for x in r if x["phase"] == "cold_start" and "cold_start_nll" in x]
+    assert [x["cold_start_step"] for x in curve] == [1, 2] and all(x["cold_start_batch"] == 3 for x in curve)
     train_rows = [x for x in r if x["phase"] == "train"]
     assert [x["step"] for x in train_rows] == [1, 2]
-    assert all(x["context_fraction"] == 1.0 for x in train_rows)  # every trajectory retrieved experiences
+    assert all(x["context_fraction"] == 1.0 and x["skipped_no_context"] == 0.0 for x in train_rows)
     assert all(x["composer_grad_norm"] > 0 and x["grad_norm"] > 0 for x in train_rows)
-    assert train_rows[0]["beta"] != 1.0  # the dual variable moved
+    assert train_rows[0]["beta"] == pytest.approx(max(0.0, 0.5 * (0.05 - train_rows[0]["margin_delta"])))
     assert (out / "checkpoints" / "step-000002" / "student_adapter" / "adapter_config.json").exists()
     # resume to a longer run: it continues at step 3 with the saved beta, counts and bank
     more = train(tiny_cfg(out, env="lopd/HumanEvalPlus-v0", category="plus", tasks=",".join(HE_TASKS),
                           init_bank=str(humaneval_demos), steps=3, export=True), resume=True)
-    assert more["step"] == 3 and more["rollouts"] == 16
+    assert more["step"] == 3 and more["rollouts"] == 12
     r = [x for x in rows(out) if x["phase"] == "train"]
     assert [x["step"] for x in r] == [1, 2, 3]
     assert len(ExperienceBank(out / "bank.sqlite")) == len(HE_TASKS)
@@ -120,8 +125,9 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
     args = [sys.executable, "-m", "lopd_train.cli", "--env", "lopd_train.testing:lopd-test/Coin-v0",
             "--category", "all", "--model", "tiny-random", "--steps", "8", "--tasks-per-step", "2",
             "--group-size", "2", "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32",
-            "--lora-r", "4", "--experience-tokens", "64", "--no-progress", "--no-export", "--no-tensorboard",
-            "--output-dir", str(out)]
+            "--lora-r", "4", "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "2",
+            "--cold-start-batch-size", "4", "--cold-start-min-successes", "1", "--cold-start-max-batches", "1",
+            "--no-progress", "--no-export", "--no-tensorboard", "--output-dir", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     latest = out / "checkpoints" / "latest"
@@ -140,7 +146,7 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     state = json.loads((out / "checkpoints" / "step-000008" / "state.json").read_text())
-    assert state["step"] == 8 and state["rollouts"] == 9 * 4  # the cold-start batch, then 14 steps
+    assert state["step"] == 8 and state["rollouts"] == 9 * 4  # the cold-start batch, then 8 steps
     after = {e.key for e in ExperienceBank(out / "bank.sqlite").all()}
     assert before <= after
     steps = [x["step"] for x in rows(out) if x["phase"] == "train"]
@@ -149,11 +155,39 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
 
 @pytest.mark.parametrize("algo", ["grpo", "sdpo"])
 def test_baselines_train_through_the_same_loop(tmp_path, algo):
-    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=2, export=False,
+    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=3, export=False,
                             tensorboard=False, algo=algo))
-    assert result["step"] == 2
+    assert result["step"] == 3
+    assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))  # no cold start without a composer
     r = [x for x in rows(tmp_path) if x["phase"] == "train"]
-    assert len(r) == 2 and all(x["grad_norm"] >= 0 for x in r)
-    if algo == "sdpo":
-        assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))
+    assert len(r) == 3 and all(math.isfinite(x["grad_norm"]) for x in r)
+    assert any(x["grad_norm"] > 0 for x in r)  # the student really received a gradient
+    if algo == "sdpo":  # a group with a demonstration always differs from its teacher
+        assert all((x["grad_norm"] > 0) == (x["context_fraction"] > 0) for x in r)
         assert any(x["context_fraction"] > 0 for x in r)
+
+
+def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curve(tmp_path):
+    """The tiny-model ``lopd-train`` run of issue 8: the NLL curve of cold start, ``skipped_no_context`` on
+    every step, and a nonzero anchor once the composer has taken its first step."""
+    from lopd_train import cli
+
+    out = tmp_path / "run"
+    assert cli.train_main(["--env", "lopd_train.testing:lopd-test/Coin-v0", "--category", "all", "--model",
+                           "tiny-random", "--steps", "3", "--tasks-per-step", "2", "--group-size", "2",
+                           "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32", "--lora-r", "4",
+                           "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "4",
+                           "--cold-start-batch-size", "4", "--cold-start-min-successes", "2", "--lr", "1e-3",
+                           "--composer-lr", "1e-3", "--no-progress", "--no-export", "--no-tensorboard",
+                           "--output-dir", str(out)]) == 0
+    r = rows(out)
+    curve = [x for x in r if x["phase"] == "cold_start" and "cold_start_nll" in x]
+    assert [x["cold_start_step"] for x in curve] == [1, 2, 3, 4]
+    assert all(math.isfinite(x["cold_start_nll"]) and x["cold_start_nll"] > 0 for x in curve)
+    summary = [x for x in r if x["phase"] == "cold_start" and "cold_start_steps" in x]
+    assert summary and summary[0]["cold_start_nll_last"] == curve[-1]["cold_start_nll"]
+    train_rows = [x for x in r if x["phase"] == "train"]
+    assert [x["step"] for x in train_rows] == [1, 2, 3]
+    assert all(0.0 <= x["skipped_no_context"] <= 1.0 for x in train_rows)
+    assert train_rows[0]["anchor"] < 1e-10  # the composer still equals its cold-start snapshot
+    assert train_rows[0]["composer_grad_norm"] > 0 and all(x["anchor"] > 0 for x in train_rows[1:])

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from lopd_train import models
+from lopd_train.context import context_prompt
 from lopd_train.rollout import Trajectory
 
 
@@ -44,11 +45,20 @@ def sequence_tensors(t: Trajectory, device: torch.device):
 
 
 class Algorithm:
-    """Base: a student LoRA trained from on-policy trajectories. Subclasses implement :meth:`update`."""
+    """Base: a student LoRA trained from on-policy trajectories. Subclasses implement :meth:`update`.
+
+    What the trainer needs to know about an algorithm is declared here, as class attributes, so the loop
+    never asks which algorithm it runs:"""
 
     name = ""
-    uses_bank = False  # needs the experience bank and retriever
-    student_only = True  # False: also a "composer" LoRA adapter on the backbone
+    #: needs the experience bank and the retriever
+    uses_bank = False
+    #: LoRA adapters on the one backbone besides the student's (name -> which ``TrainConfig`` rank/alpha)
+    extra_adapters: dict[str, str] = {}
+    #: runs a cold-start phase (:meth:`cold_start`) before on-policy training
+    has_cold_start = False
+    #: scalar attributes written into each checkpoint's ``state.json`` (for people reading a run folder)
+    state_fields: tuple[str, ...] = ()
     student_adapter = "student"
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
@@ -61,9 +71,15 @@ class Algorithm:
         self.student_params = models.adapter_parameters(policy, self.student_adapter)
         self.student_opt = torch.optim.AdamW(self.student_params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                              betas=(0.9, 0.99))
+        self.skipped_steps = 0  # optimiser steps skipped for a non-finite gradient norm
+
+    @classmethod
+    def records_top_m(cls, cfg) -> bool:
+        """Whether the sampler should record the student's top-M tokens and log-probs at each sampled token."""
+        return False
 
     # ------------------------------------------------------------------ the algorithm
-    def cold_start(self, trajectories: list[Trajectory]) -> dict[str, float]:
+    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
         return {}
 
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
@@ -77,6 +93,20 @@ class Algorithm:
         parts = [sequence_tensors(t, self.device) for t in members]
         return [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], [p[3] for p in parts]
 
+    def context_view(self, members: list[Trajectory], n_latent: int = 0, text: str | None = None):
+        """The group's sequences as a teacher with privileged context sees them: the context block (``n_latent``
+        placeholders or ``text``) at the start of the first user turn (:func:`lopd_train.context.context_prompt`),
+        every other id as sampled. Returns ``(positions, seqs, masks)``: the placeholder positions (empty for
+        text) and the teacher's ids and action masks, as tensors."""
+        first = members[0]
+        cp = context_prompt(self.tokenizer, first.input_ids[:first.prompt_len], first.messages, first.tools,
+                            n_latent=n_latent, text=text, tool_syntax=self.cfg.tool_syntax,
+                            tool_prompt=self.cfg.tool_prompt)
+        views = [cp.sequence(t.input_ids, t.action_mask) for t in members]
+        seqs = [torch.tensor(ids, dtype=torch.long, device=self.device) for ids, _ in views]
+        masks = [torch.tensor(mask, dtype=torch.long, device=self.device) for _, mask in views]
+        return cp.positions, seqs, masks
+
     def minibatches(self, trajectories: list[Trajectory]) -> list[Batch]:
         trainable = [t for t in trajectories if t.n_actions > 0]
         groups = Batch(trainable).groups_of()
@@ -84,8 +114,14 @@ class Algorithm:
         return [Batch([t for g in groups[i::n] for t in g]) for i in range(n) if groups[i::n]]
 
     def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> float:
+        """Clip to ``max_grad_norm`` and step; a gradient whose norm is not finite skips the step (the
+        gradient is dropped, weights and optimiser state stay as they were). Returns the norm (NaN/inf when
+        skipped; ``self.skipped_steps`` counts them)."""
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
-        opt.step()
+        if torch.isfinite(norm):
+            opt.step()
+        else:
+            self.skipped_steps += 1
         opt.zero_grad(set_to_none=True)
         return float(norm)
 

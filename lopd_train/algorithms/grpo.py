@@ -1,7 +1,7 @@
 """GRPO: group-relative advantages and the clipped policy-gradient surrogate, no privileged context.
 
 The baseline LOPD is measured against (``benchmarks/trainer_step.py``): the student's forward and backward
-over each group (shared prompt, see ``composer.score_group``), nothing else. Old log-probs are the sampler's
+over each group (shared prompt, see ``scoring.score_group``), nothing else. Old log-probs are the sampler's
 own (one update per rollout batch)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from lopd_train import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.composer import score_group
+from lopd_train.scoring import score_group
 
 
 class GRPO(Algorithm):

@@ -1,217 +1,320 @@
-"""LOPD: Latent On-Policy Self-Distillation (DESIGN.md section 7).
+"""LOPD: Latent On-Policy Self-Distillation (DESIGN.md section 7), as the authors' code does it.
 
-Per rollout batch (the trainer has already sampled it and put its successes into the experience bank):
+One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task groups:
 
-1. retrieve the top-J experiences for each task, never the trajectory itself (nor its group);
-2. the composer turns each retrieved experience into K latent tokens (encoded once per batch);
-3. the teacher (frozen backbone, student adapter off) re-scores the student's sequence with the J·K latent
-   tokens in front, in one forward pass;
-4. student loss: reverse KL(p̂_S || p̂_T) over the student's top-M tokens + tail, teacher detached;
-5. composer loss: the same KL with the student detached, plus β (m - g) with the privileged margin
-   g = mean A(τ) (log p_T - log p_S) and A = 2r - 1, plus λ L_anchor; student and composer step together;
-6. dual ascent on β.
+1. **retrieve** the top-J experiences for each task (never the task's own rollouts); a rollout for which
+   nothing was retrieved gets no supervision at all (``skipped_no_context``);
+2. **compose**: the composer encodes "task to solve + experience" for each retrieved experience into K latent
+   tokens; the J·K latents replace a run of placeholder ids inside the first user turn (``lopd_train.context``);
+3. **teacher top-k** (no gradient): the frozen backbone re-scores the student's tokens with that context; its
+   top-M ids are the KL support (``--kl-support teacher``; the student's top-M with ``student``) and its
+   buckets (top-M + precise tail) the target;
+4. **student step**: reverse KL(p̂_S || p̂_T) on the support, token mean over the supervised tokens, AdamW;
+5. **composer step**: per rollout ``KL + β (m - δ) + λ L_anchor`` (``losses.composer_objective``), each
+   supervised rollout weighing the same, its own AdamW; the anchor pulls the latents toward those of the
+   cold-started composer (a frozen snapshot, cached per task and experience);
+6. **dual update** ``β <- max(0, β + η (m - δ̄))`` with δ̄ token-weighted; the loss above used the old β.
 
-Trajectories are processed one task group at a time (gradient accumulation; the group's prompt is scored
-once, see ``composer.score_group``). The student's top-M buckets and sampled-token log-probs come from the
-sampler (recorded during the rollout, temperature 1), so the teacher/composer pass and the student pass run
-one after the other and their graphs never coexist.
+Gradient norms are clipped to ``max_grad_norm``; a step whose norm is not finite is skipped. **Cold start**
+(:meth:`LOPD.cold_start`, before on-policy training) fits the composer alone by the NLL of successful
+trajectories under the teacher with their retrieved latent context; its result is the anchor's reference and
+what ``--freeze-composer`` keeps.
+
+Knobs, the reference's value (bingreeky/LOPD @ 50c3d7f, ``configs/training/lopd_qwen3_4b_envscaler.yaml`` and
+``compressor_sft_qwen3_4b_envscaler.yaml``) and ours:
+
+====================  ======================  ======================  ==============================================
+knob                  reference               ours (default)          why
+====================  ======================  ======================  ==============================================
+``--kl-support``      teacher top-20 + tail   ``teacher``             same; ``student`` is TRL's variant
+``--top-m``           20                      20                      same
+``--top-j``           3                       3                       same
+``--num-latents``     K = 32                  32                      same
+``--margin``          m = 0.05                0.05                    same
+``--anchor-coef``     λ = 0.2                 0.2                     same (anchor on latents, toward cold start)
+``--beta-lr``         η = 0.5                 0.5                     same
+``--beta-init``       β₀ = 0                  0.0                     same
+``--composer-weighting``  per rollout         ``sequence``            same; ``token`` weighs rollouts by length
+``--max-grad-norm``   1.0                     1.0                     same (cold start: ref. clips Q-Former 30 and
+                                                                      LoRA 3; we clip the composer at 1.0)
+``--lr`` (student)    1e-5, full fine-tune    1e-4, LoRA r=16         LoRA needs a larger step than full fine-tuning;
+                                                                      measured on SmolLM2-135M (see below)
+``--composer-lr``     1e-5                    1e-4                    measured on SmolLM2-135M (see below); a 2-layer
+                                                                      Q-Former of width 256, not 8 shared layers
+``--composer-lora-r`` r = 8, α = 16           8 / 16                  same
+``--cold-start-steps``  1,000 at batch 8      100 at batch 8          CPU budget; the main job uses a few steps
+``--temperature``     0.7, top-p .95, top-k 20  1.0, no top-k/top-p   our sampler's log-probs are the policy's
+                                                                      (the reference's KL never uses them)
+``--experience-format``  full chat transcript  ``chat``               same; ``trace`` is our compact trace
+``--experience-tokens``  whole trajectory      256 (tail kept)        CPU budget
+retrieval             self-retrieval allowed  own task group excluded  the teacher must not see the answer itself
+Q-Former              Perceiver resampler,    2 layers, width 256     not changed in this revision (small model)
+                      8 shared layers
+====================  ======================  ======================  ==============================================
+
+The learning rates were chosen by ``python benchmarks/trainer_step.py --sweep`` on SmolLM2-135M (the numbers
+are in that script's docstring): over a few steps on one batch, the student's KL to a fixed teacher and the
+cold-start NLL barely move at 1e-5 with LoRA, fall steadily at 1e-4, and are less stable at 1e-3.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from lopd_train import losses
-from lopd_train.algorithms.base import Algorithm, Batch
-from lopd_train.composer import Composer, score_group
+from lopd_train.algorithms.base import Algorithm
+from lopd_train.composer import Composer
+from lopd_train.context import experience_text
 from lopd_train.experience import trace_key
+from lopd_train.rollout import Trajectory
+from lopd_train.scoring import score_group
+
+
+@dataclass
+class Group:
+    """One task's rollouts in a step, with what the update computes for them along the way."""
+
+    members: list[Trajectory]
+    experiences: list[Any]
+    positions: list[int]  # placeholder positions in the teacher's prompt
+    teacher_seqs: list[torch.Tensor]
+    teacher_masks: list[torch.Tensor]
+    seqs: list[torch.Tensor]  # the student's own sequences
+    masks: list[torch.Tensor]
+    targets: list[torch.Tensor]  # the sampled tokens
+    support: list[torch.Tensor] = field(default_factory=list)  # [T, M] bucket ids per rollout
+    q_teacher: list[torch.Tensor] = field(default_factory=list)  # [T, M+1], no gradient
+    teacher_logp_y: list[torch.Tensor] = field(default_factory=list)  # [T], no gradient
+    q_student: list[torch.Tensor] = field(default_factory=list)  # [T, M+1], detached
+    student_logp_y: list[torch.Tensor] = field(default_factory=list)  # [T], detached
+
+    @property
+    def task(self) -> str:
+        return self.members[0].task
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(y) for y in self.targets)
+
+
+def prompt_key(t: Trajectory) -> tuple:
+    return (t.task_id, tuple(t.input_ids[:t.prompt_len]))
+
+
+def same_prompt_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]:
+    """Trajectories grouped by task and prompt (cold start mixes rollout batches, whose group numbers repeat)."""
+    out: dict[tuple, list[Trajectory]] = {}
+    for t in trajectories:
+        out.setdefault(prompt_key(t), []).append(t)
+    return list(out.values())
 
 
 class LOPD(Algorithm):
     name = "lopd"
     uses_bank = True
-    student_only = False
+    extra_adapters = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
+    has_cold_start = True
+    state_fields = ("beta",)
+
+    @classmethod
+    def records_top_m(cls, cfg) -> bool:
+        return cfg.kl_support == "student"  # only the student support reads the sampler's top-M
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)
-        self.composer = Composer(policy, tokenizer, "composer", num_queries=cfg.num_latents, dim=cfg.qformer_dim,
-                                 layers=cfg.qformer_layers, heads=cfg.qformer_heads,
-                                 max_tokens=cfg.experience_tokens)
+        kw = dict(num_queries=cfg.num_latents, dim=cfg.qformer_dim, layers=cfg.qformer_layers,
+                  heads=cfg.qformer_heads, max_tokens=cfg.experience_tokens)
+        self.composer = Composer(policy, tokenizer, "composer", **kw)
+        self.snapshot = Composer(policy, tokenizer, "anchor", **kw)  # the cold-started composer, frozen
+        self.snapshot.qformer.requires_grad_(False)
+        self.snapshot.copy_from(self.composer)
         self.composer_params = self.composer.trainable_parameters()
-        self.composer_init = [p.detach().clone() for p in self.composer_params]
         self.composer_opt = torch.optim.AdamW(self.composer_params, lr=cfg.composer_lr, weight_decay=0.0,
                                               betas=(0.9, 0.99))
         self.beta = float(cfg.beta_init)
+        self._anchor_cache: dict[tuple[str, int], torch.Tensor] = {}
 
-    # ------------------------------------------------------------------ privileged context
-    def _own_id(self, t) -> int | None:
-        if t.trace is None or not t.success:
-            return None
-        exp = self.bank.get_by_key(trace_key(t.trace))
-        return exp.id if exp else None
+    # ------------------------------------------------------------------ the pieces a step is made of
+    def retrieve(self, groups: list[list[Trajectory]]) -> list[list[Any]]:
+        """The top-J experiences for each group (one task each). A group's own successes are never retrieved
+        for it; all rollouts of a task share its experiences."""
+        def own(t):
+            exp = self.bank.get_by_key(trace_key(t.trace)) if t.trace is not None and t.success else None
+            return exp.id if exp else None
+        exclude = [[i for i in map(own, members) if i is not None] for members in groups]
+        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=exclude)
 
-    def retrieve(self, groups) -> list[list[Any]]:
-        """The top-J experiences for each group (one task each). A group's own trajectories are never
-        retrieved for it (so neither is any trajectory for itself); all rollouts of a task share them."""
-        own = [[i for i in (self._own_id(t) for t in members) if i is not None] for members in groups]
-        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=own)
+    def group(self, members: list[Trajectory], experiences: list[Any]) -> Group:
+        positions, t_seqs, t_masks = self.context_view(members, n_latent=len(experiences) * self.cfg.num_latents)
+        seqs, masks, targets, _ = self.tensors(members)
+        return Group(members, experiences, positions, t_seqs, t_masks, seqs, masks, targets)
 
-    def latent_context(self, experiences) -> torch.Tensor | None:
-        """The J·K latent tokens ``[J*K, d]`` the composer makes of the experiences (None without any)."""
-        if not experiences:
-            return None
-        latents = self.composer.encode([e.text for e in experiences])
+    def compose(self, task: str, experiences: list[Any], composer: Composer | None = None) -> torch.Tensor:
+        """The latent context ``[J*K, d]`` for a task: each experience encoded together with the task."""
+        composer = composer or self.composer
+        latents = composer.encode([(task, experience_text(e, self.cfg.experience_format)) for e in experiences])
         return latents.reshape(-1, latents.shape[-1])
 
-    def student_stats(self, members, seqs, masks):
-        """Per trajectory, detached: the student's top-M token ids, its bucket log-probs (top-M + tail) and
-        the log-prob of each sampled token, all at temperature 1. The sampler recorded them while it
-        generated; trajectories without them are scored once without gradient."""
-        if all(t.topm_ids is not None for t in members):
-            return [(t.topm_ids.to(self.device), losses.topm_from_logprobs(t.topm_logprobs.to(self.device)),
-                     t.policy_logprobs.to(self.device)) for t in members]
-        out = []
-        targets = [seq[mask.bool()] for seq, mask in zip(seqs, masks)]
-        with torch.no_grad():
-            for s, y in zip(score_group(self.policy, seqs, masks, share_prefix=self.share_prompt), targets):
-                logp = torch.log_softmax(s.float(), -1)
-                idx = logp.topk(min(self.cfg.top_m, logp.shape[-1]), -1).indices
-                out.append((idx, losses.topm_tail_logprobs(logp, idx), logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)))
-        return out
+    @torch.no_grad()
+    def anchor_latents(self, g: Group) -> torch.Tensor:
+        """The cold-started composer's latents for the group's (task, experience) pairs, cached: the snapshot
+        never changes during on-policy training (and a resumed run recomputes exactly the same values)."""
+        for e in g.experiences:  # one at a time: a cached value must not depend on what it was batched with
+            if (g.task, e.id) not in self._anchor_cache:
+                self._anchor_cache[(g.task, e.id)] = self.compose(g.task, [e], self.snapshot)
+        return torch.cat([self._anchor_cache[(g.task, e.id)] for e in g.experiences])
 
-    def _finish_composer(self) -> tuple[float, float]:
-        """Anchor term, then one composer step. Returns (anchor, grad norm)."""
-        anchor = losses.anchor_loss(self.composer_params, self.composer_init)
-        if self.cfg.freeze_composer:
-            self.composer_opt.zero_grad(set_to_none=True)
-            return float(anchor.detach()), 0.0
-        (self.cfg.anchor_coef * anchor).backward()
-        return float(anchor.detach()), self.step_optimizer(self.composer_opt, self.composer_params)
+    def teacher_logprobs(self, g: Group, latents: torch.Tensor) -> list[torch.Tensor]:
+        """``[T, V]`` teacher log-probabilities per rollout, latents injected at the placeholders."""
+        logits = score_group(self.policy, g.teacher_seqs, g.teacher_masks, (g.positions, latents), teacher=True,
+                             share_prefix=self.share_prompt)
+        return [torch.log_softmax(x.float(), -1) for x in logits]
 
-    # ------------------------------------------------------------------ cold start
-    def cold_start(self, trajectories) -> dict[str, float]:
-        """Fit the composer by the NLL of successful trajectories under the teacher with their retrieved
-        latent context (student untouched)."""
-        groups = Batch([t for t in trajectories if t.success and t.n_actions > 0]).groups_of()
-        hits = self.retrieve(groups) if groups else []
-        used = [(members, h) for members, h in zip(groups, hits) if h]
-        if not used:
-            return {"cold_start_nll": None, "cold_start_trajectories": 0}
-        n_tokens = sum(t.n_actions for members, _ in used for t in members)
-        total = 0.0
-        for members, exps in used:
-            seqs, masks, targets, _ = self.tensors(members)
-            logits = score_group(self.policy, seqs, masks, self.latent_context(exps), teacher=True,
-                                 share_prefix=self.share_prompt)
-            loss = sum(losses.nll_loss(lg, y) * (len(y) / n_tokens) for lg, y in zip(logits, targets))
-            loss.backward()
-            total += float(loss.detach())
-        _, norm = self._finish_composer()
-        self.student_opt.zero_grad(set_to_none=True)
-        return {"cold_start_nll": total, "cold_start_trajectories": sum(len(m) for m, _ in used),
-                "cold_start_grad_norm": norm}
+    @torch.no_grad()
+    def student_support(self, g: Group, stale: bool) -> list[torch.Tensor]:
+        """The student's top-M ids per rollout (``--kl-support student``): as the sampler recorded them, or
+        re-scored when the recording is missing or stale (an earlier minibatch already moved the student)."""
+        if not stale and all(t.topm_ids is not None for t in g.members):
+            return [t.topm_ids.to(self.device) for t in g.members]
+        logits = score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)
+        return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.top_m, "student")
+                for x in logits]
 
     # ------------------------------------------------------------------ one update
-    def update(self, trajectories) -> dict[str, float]:
-        """The batch's unique retrieved experiences are encoded once into latent tokens (a leaf tensor). Per
-        task group: (1) teacher forward with the group's latent context, the composer's loss against the
-        student's recorded top-M distribution, backward into the latents (the teacher's graph is freed);
-        (2) the student's forward and its reverse KL to the detached teacher buckets, backward. The two
-        graphs never coexist. Finally the latents' gradient flows through the encoder (re-run with its
-        graph, in chunks, when ``recompute_encoder``), and student and composer take their steps."""
+    def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
         cfg = self.cfg
-        m: dict[str, float] = {"student_kl": 0.0, "composer_kl": 0.0, "margin_g": 0.0, "anchor": 0.0,
-                               "grad_norm": 0.0, "composer_grad_norm": 0.0, "context_fraction": 0.0}
+        beta = self.beta if cfg.use_margin else 0.0  # the loss uses the dual variable from before this step
+        m = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
+        delta_sum, delta_tokens, n_total, n_skipped = 0.0, 0, 0, 0
         batches = self.minibatches(trajectories)
-        g_sum, g_tokens = 0.0, 0
-        for batch in batches:
-            groups = batch.groups_of()
-            hits = self.retrieve(groups)
-            ctx_tokens = max(1, sum(t.n_actions for members, h in zip(groups, hits) if h for t in members))
-            # the batch's unique experiences, encoded once (shared by every group that retrieved them)
-            unique: dict[int, Any] = {}
-            for h in hits:
-                for e in h:
-                    unique.setdefault(e.id, e)
-            row = {eid: k for k, eid in enumerate(unique)}
-            train_composer = bool(unique) and not cfg.freeze_composer
-            latents = leaf = None
-            if unique:
-                texts = [e.text for e in unique.values()]
-                if cfg.recompute_encoder or not train_composer:
-                    with torch.no_grad():  # the encoder's graph is rebuilt for its backward, chunk by chunk
-                        latents = self.composer.encode(texts)
-                else:
-                    latents = self.composer.encode(texts)
-                leaf = latents.detach().requires_grad_(train_composer)
-            for members, exps in zip(groups, hits):
-                seqs, masks, targets, _ = self.tensors(members)
-                stats = self.student_stats(members, seqs, masks)
-                with torch.enable_grad() if train_composer and exps else torch.no_grad():
-                    context = leaf[[row[e.id] for e in exps]].reshape(-1, leaf.shape[-1]) if exps else None
-                    t_all = score_group(self.policy, seqs, masks, context, teacher=True,
-                                        share_prefix=self.share_prompt)
-                    composer_loss, q_teacher = 0.0, []
-                    for t, t_logits, y, (idx, q_s, lp_y) in zip(members, t_all, targets, stats):
-                        logp_t = torch.log_softmax(t_logits.float(), -1)
-                        q_t = losses.topm_tail_logprobs(logp_t, idx)
-                        q_teacher.append(q_t.detach())
-                        if context is None:
-                            continue
-                        n = len(y)
-                        advantage = losses.outcome_advantage(torch.tensor([t.reward], device=self.device))
-                        g = losses.privileged_margin(logp_t.gather(-1, y.unsqueeze(-1)).squeeze(-1), lp_y,
-                                                     advantage, None) * (n / ctx_tokens)
-                        kl_c = losses.bucket_kl(q_s, q_t).mean() * (n / ctx_tokens)
-                        composer_loss = composer_loss + kl_c
-                        if cfg.use_margin:
-                            composer_loss = composer_loss - self.beta * g  # gradient of beta (m - g)
-                        m["composer_kl"] += float(kl_c.detach()) / len(batches)
-                        g_sum += float(g.detach()) * ctx_tokens
-                        g_tokens += n
-                        m["context_fraction"] += 1.0 / len(trajectories)
-                    if train_composer and exps:
-                        composer_loss.backward()  # into the latent tokens (leaf); the teacher's graph is freed
-                    del t_all, composer_loss, context
-                s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
-                student_loss = 0.0
-                for s_logits, y, (idx, _, _), q_t in zip(s_all, targets, stats, q_teacher):
-                    q_s = losses.topm_tail_logprobs(torch.log_softmax(s_logits.float(), -1), idx)
-                    student_loss = student_loss + losses.bucket_kl(q_s, q_t).mean() * (len(y) / batch.n_tokens)
-                student_loss.backward()
-                m["student_kl"] += float(student_loss.detach()) / len(batches)
-            if train_composer and leaf.grad is not None:  # the latent gradient into the composer
-                if cfg.recompute_encoder:
-                    texts = [e.text for e in unique.values()]
-                    step = max(1, cfg.encoder_batch)
-                    for i in range(0, len(texts), step):
-                        self.composer.encode(texts[i:i + step]).backward(leaf.grad[i:i + step])
-                else:
-                    latents.backward(leaf.grad)
-            del latents, leaf
+        for i, batch in enumerate(batches):
+            # 1. retrieve: top-J experiences per task group; a group with none gets no supervision at all
+            members_of = batch.groups_of()
+            groups = [self.group(ms, exps) for ms, exps in zip(members_of, self.retrieve(members_of)) if exps]
+            n_total += len(batch.trajectories)
+            n_skipped += len(batch.trajectories) - sum(len(g.members) for g in groups)
+            if not groups:
+                continue
+            n_rollouts, n_tokens = sum(len(g.members) for g in groups), sum(g.n_tokens for g in groups)
+
+            # 2-3. compose, then teacher top-k without gradient: the KL support and the teacher's buckets on it
+            with torch.no_grad():
+                for g in groups:
+                    t_logp = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
+                    g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
+                                 [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
+                    g.q_teacher = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
+                    g.teacher_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
+                    del t_logp
+
+            # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens
+            for g in groups:
+                s_logp = [torch.log_softmax(x.float(), -1)
+                          for x in score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)]
+                q_s = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(s_logp, g.support)]
+                loss = sum(losses.bucket_kl(q, qt).sum() for q, qt in zip(q_s, g.q_teacher)) / n_tokens
+                loss.backward()
+                m["student_kl"] += float(loss.detach()) / len(batches)
+                g.q_student = [q.detach() for q in q_s]
+                g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
+                del s_logp, q_s, loss
             m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
-            anchor, cnorm = self._finish_composer()
-            m["anchor"] += anchor / len(batches)
-            m["composer_grad_norm"] += cnorm / len(batches)
-        if g_tokens:
-            g = g_sum / g_tokens
-            m["margin_g"] = g
-            if cfg.use_margin:
-                self.beta = losses.dual_update(self.beta, g, cfg.margin, cfg.beta_lr)
-        m["beta"] = self.beta
+            for g in groups:  # δ of each rollout, for the dual update (the composer's own pass gives the same)
+                for t, lt, ls in zip(g.members, g.teacher_logp_y, g.student_logp_y):
+                    delta_sum += float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
+                    delta_tokens += len(lt)
+
+            # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
+            if cfg.freeze_composer:
+                continue
+            for g in groups:
+                z = self.compose(g.task, g.experiences)
+                z0 = self.anchor_latents(g)
+                t_logp = self.teacher_logprobs(g, z)
+                loss = 0.0
+                for k, t in enumerate(g.members):
+                    terms = losses.composer_objective(
+                        g.q_student[k], losses.topm_tail_logprobs(t_logp[k], g.support[k]), g.student_logp_y[k],
+                        t_logp[k].gather(-1, g.targets[k][:, None])[:, 0], t.reward, beta, cfg.margin, z, z0,
+                        cfg.anchor_coef)
+                    weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
+                    loss = loss + terms.loss * weight
+                    m["composer_kl"] += terms.kl / n_rollouts / len(batches)
+                    m["anchor"] += terms.anchor / n_rollouts / len(batches)
+                loss.backward()
+                del z, t_logp, loss
+            m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
+
+        # 6. dual update: β <- max(0, β + η (m - δ̄)), δ̄ the token-weighted margin of this step
+        m["margin_delta"] = delta_sum / delta_tokens if delta_tokens else 0.0
+        if cfg.use_margin and delta_tokens:
+            self.beta = losses.dual_update(self.beta, m["margin_delta"], cfg.margin, cfg.beta_lr)
+        m.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
+                 context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
         return m
+
+    # ------------------------------------------------------------------ cold start
+    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
+        """``cfg.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
+        minibatches of ``cfg.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
+        the teacher with their retrieved latent context, token mean, no anchor. ``log`` receives one row per
+        step (the NLL curve). Afterwards the snapshot (the anchor's reference) is the cold-started composer."""
+        cfg = self.cfg
+        members_of = same_prompt_groups([t for t in trajectories if t.success and t.n_actions > 0])
+        hits = self.retrieve(members_of) if members_of else []
+        pool = [(t, exps) for ms, exps in zip(members_of, hits) if exps for t in ms]
+        summary: dict[str, float] = {"cold_start_trajectories": len(pool), "cold_start_steps": 0}
+        rng = np.random.default_rng(cfg.seed)
+        order: list[int] = []
+        curve = []
+        for step in tqdm(range(cfg.cold_start_steps if pool else 0), desc="cold start", unit="step",
+                         disable=not progress):
+            if len(order) < cfg.cold_start_batch_size:  # reshuffle per pass over the pool
+                order += [int(j) for j in rng.permutation(len(pool))]
+            take, order = order[:cfg.cold_start_batch_size], order[cfg.cold_start_batch_size:]
+            nll = self.cold_start_step([pool[j] for j in take])
+            curve.append(nll)
+            if log is not None:
+                log({"cold_start_step": step + 1, "cold_start_nll": nll, "cold_start_batch": len(take)})
+        self.snapshot.copy_from(self.composer)
+        self._anchor_cache.clear()
+        self.student_opt.zero_grad(set_to_none=True)
+        if curve:
+            summary.update(cold_start_steps=len(curve), cold_start_nll_first=curve[0], cold_start_nll_last=curve[-1])
+        return summary
+
+    def cold_start_step(self, items: list[tuple[Trajectory, list[Any]]]) -> float:
+        """One composer step on ``items`` (trajectory, its retrieved experiences); returns the NLL."""
+        by_group: dict[tuple, list[tuple[Trajectory, list[Any]]]] = {}
+        for t, exps in items:
+            by_group.setdefault(prompt_key(t), []).append((t, exps))
+        groups = [self.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
+        n_tokens = sum(g.n_tokens for g in groups)
+        total = 0.0
+        for g in groups:
+            t_logp = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
+            loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
+            loss.backward()
+            total += float(loss.detach())
+            del t_logp, loss
+        self.step_optimizer(self.composer_opt, self.composer_params)
+        return total
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "qformer": self.composer.qformer.state_dict(),
-                "composer_opt": self.composer_opt.state_dict(), "beta": self.beta,
-                "composer_init": [p.cpu() for p in self.composer_init]}
+                "snapshot_qformer": self.snapshot.qformer.state_dict(),
+                "composer_opt": self.composer_opt.state_dict(), "beta": self.beta}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.composer.qformer.load_state_dict(state["qformer"])
+        self.snapshot.qformer.load_state_dict(state["snapshot_qformer"])
         self.composer_opt.load_state_dict(state["composer_opt"])
         self.beta = float(state["beta"])
-        self.composer_init = [p.to(self.device) for p in state["composer_init"]]
+        self._anchor_cache.clear()

@@ -1,6 +1,7 @@
 """SDPO-style self-distillation baseline: the teacher is the current policy itself (no gradient) re-prompted
-with a successful attempt at the task as plain text, in front of the student's sequence; the student
-minimises the same reverse KL over its top-M tokens + tail as in LOPD. The successful attempt comes from
+with a successful attempt at the task as plain text, placed where LOPD puts its latent context (inside the
+first user turn, between the same framing texts: ``lopd_train.context``); the student minimises the same
+reverse KL over the top-M tokens + tail as in LOPD (support from ``--kl-support``). The successful attempt comes from
 the same group when one succeeded, otherwise from the experience bank (top-1 for the task, never the
 trajectory itself). Groups with neither give no signal.
 
@@ -14,16 +15,14 @@ import torch
 
 from lopd_train import losses, models
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.composer import embed_tokens, score_group
+from lopd_train.context import experience_text
 from lopd_train.experience import trace_key
-
-HINT = "A previous successful attempt at this task, for reference:\n{trace}\n\n"
+from lopd_train.scoring import score_group
 
 
 class SDPO(Algorithm):
     name = "sdpo"
     uses_bank = True
-    student_only = True  # no composer adapter
 
     def _demonstration(self, members) -> str | None:
         for t in members:
@@ -33,12 +32,12 @@ class SDPO(Algorithm):
             return None
         own = [e.id for e in (self.bank.get_by_key(trace_key(t.trace)) for t in members if t.trace is not None) if e]
         (hits,) = self.retriever.retrieve([members[0].task], k=1, exclude=[own])
-        return hits[0].text if hits else None
+        return experience_text(hits[0], self.cfg.experience_format) if hits else None
 
-    def _context(self, text: str) -> torch.Tensor:
-        ids = models.encode(self.tokenizer, HINT.format(trace=text))[: self.cfg.experience_tokens * 4]
-        with torch.no_grad():
-            return embed_tokens(self.policy)(torch.tensor(ids, device=self.device))
+    def _clip(self, text: str) -> str:
+        """The demonstration cut to ``experience_tokens`` tokens, keeping its end (the actions and results)."""
+        ids = models.encode(self.tokenizer, text)
+        return self.tokenizer.decode(ids[-self.cfg.experience_tokens:]) if len(ids) > self.cfg.experience_tokens else text
 
     def update(self, trajectories):
         cfg = self.cfg
@@ -50,10 +49,11 @@ class SDPO(Algorithm):
                 if demo is None:
                     continue
                 seqs, masks, targets, _ = self.tensors(members)
+                _, t_seqs, t_masks = self.context_view(members, text=self._clip(demo))
                 with torch.no_grad():
-                    t_all = score_group(self.policy, seqs, masks, self._context(demo), share_prefix=self.share_prompt)
+                    t_all = score_group(self.policy, t_seqs, t_masks, share_prefix=self.share_prompt)
                 s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
-                loss = sum(losses.reverse_kl_topm(s, t, cfg.top_m) * (len(y) / batch.n_tokens)
+                loss = sum(losses.reverse_kl_topm(s, t, cfg.top_m, support=cfg.kl_support) * (len(y) / batch.n_tokens)
                            for s, t, y in zip(s_all, t_all, targets))
                 loss.backward()
                 m["student_kl"] += float(loss.detach()) / len(batches)

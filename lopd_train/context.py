@@ -1,0 +1,139 @@
+"""Where a teacher's privileged context goes, and what the composer's encoder reads.
+
+**Placement** (DESIGN.md 7, step 5; the authors' code does the same): the context sits inside the first
+user message, after the system prompt and the tool listing, between two framing texts and before the task:
+
+    <system prompt + tools> <user> FRAMING_BEFORE [context] FRAMING_AFTER <task ...> ... the rollout ...
+
+For LOPD the context is a run of ``n_latent`` placeholder ids (the tokenizer's pad id) whose input
+embeddings the scorer replaces with the J·K latent tokens; for text baselines (SDPO) it is the tokens of a
+text. :func:`context_prompt` is the one place that builds it: its ``input_ids`` and ``positions`` are also
+what a serving engine needs ("placeholder sentinel + dummy token ids": prompt ids plus the embeddings to put
+at ``positions``). The block is spliced into the ids the student actually saw, so every other token id of
+the rollout stays exactly as sampled (nothing is re-tokenised).
+
+**Encoder input** is task-conditioned: ``"Task to solve:\\n{task}\\n\\nReference past trajectory:\\n{trajectory}"``,
+where the trajectory is the experience's full chat transcript (the reference's rendering) or our compact
+action-result trace (``--experience-format trace``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from lopd_train import models
+
+#: framing around the privileged context, so the teacher reads it as a worked example of another task
+FRAMING_BEFORE = ("Below is a worked example from an earlier, different task that was solved successfully. "
+                  "It only illustrates an approach: it happened in another session, and nothing of it has "
+                  "been done in the task below, whose environment is in its initial state. Make every call "
+                  "yourself and rely only on the results you actually receive.\n\n")
+FRAMING_AFTER = "\n\n(end of the worked example)\n\nNow solve the following task from the beginning:\n\n"
+
+TASK_HEAD = "Task to solve:\n"
+TRAJECTORY_HEAD = "\n\nReference past trajectory:\n"
+_MARK = "\u2063LOPD-CONTEXT\u2063"  # only used to find the start of the first user message in the template text
+
+EXPERIENCE_FORMATS = ("chat", "trace")
+
+
+@dataclass(frozen=True)
+class ContextPrompt:
+    """A prompt with a privileged-context block spliced in.
+
+    ``input_ids``: the whole prompt; ``positions``: the placeholder positions whose embeddings are replaced
+    (empty for a text context); ``insert_at``/``block_len``: where the block starts in the original prompt ids
+    and how long it is (every id outside it is the original prompt's)."""
+
+    input_ids: list[int]
+    positions: list[int]
+    insert_at: int
+    block_len: int
+    prompt_len: int  # length of the original prompt
+
+    def sequence(self, ids: Sequence[int], mask: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The teacher's view of a rollout that started with the original prompt: the same ids and action
+        mask with the block inserted (the block is never trained)."""
+        ids, mask = list(ids), list(mask)
+        head = self.input_ids[:self.insert_at] + self.input_ids[self.insert_at + self.block_len:]
+        if ids[:self.prompt_len] != head:
+            raise ValueError("the rollout does not start with the prompt this context was built for")
+        return self.input_ids + ids[self.prompt_len:], [0] * len(self.input_ids) + mask[self.prompt_len:]
+
+
+def user_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
+                    tools: list[dict[str, Any]] | None, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> int:
+    """Index into ``prompt_ids`` where the first user message's content begins (as the rollout rendered it)."""
+    k = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+    if k is None:
+        raise ValueError("the prompt has no user message to place the context in")
+    marked = [dict(m) for m in messages]
+    marked[k]["content"] = _MARK + str(marked[k].get("content") or "")
+    text = models.render_chat(tokenizer, marked, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
+    head = models.encode(tokenizer, text.split(_MARK, 1)[0])
+    if list(prompt_ids[:len(head)]) != head:
+        raise ValueError("cannot place the context: the prompt's tokens do not split at the start of the first "
+                         "user message (does the chat template or the tool listing differ from the rollout's?)")
+    return len(head)
+
+
+def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
+                   tools: list[dict[str, Any]] | None = None, n_latent: int = 0, text: str | None = None,
+                   tool_syntax: str = "hermes", tool_prompt: str = "auto") -> ContextPrompt:
+    """The prompt with a context block at the start of its first user message: ``FRAMING_BEFORE``, then
+    ``n_latent`` placeholder ids (latent context) or the tokens of ``text``, then ``FRAMING_AFTER``.
+
+    ``prompt_ids``/``messages``/``tools`` are the rollout's own prompt and what it was rendered from;
+    ``tool_syntax``/``tool_prompt`` must be the sampler's (the same rendering)."""
+    if (n_latent > 0) == (text is not None):
+        raise ValueError("give either n_latent > 0 (latent context) or text (a text context)")
+    at = user_turn_start(tokenizer, prompt_ids, messages, tools, tool_syntax, tool_prompt)
+    before = models.encode(tokenizer, FRAMING_BEFORE)
+    body = [placeholder_id(tokenizer)] * n_latent if text is None else models.encode(tokenizer, text)
+    block = before + body + models.encode(tokenizer, FRAMING_AFTER)
+    ids = list(prompt_ids[:at]) + block + list(prompt_ids[at:])
+    positions = list(range(at + len(before), at + len(before) + n_latent)) if text is None else []
+    return ContextPrompt(ids, positions, at, len(block), len(prompt_ids))
+
+
+def placeholder_id(tokenizer) -> int:
+    """The dummy id under the latent tokens (its embedding is replaced, so any id works; pad is harmless)."""
+    for tid in (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id):
+        if tid is not None:
+            return int(tid)
+    raise ValueError("the tokenizer has no pad, eos or unk token to use as the latent placeholder")
+
+
+# ----------------------------------------------------------------------------------- encoder input
+
+def encoder_text_parts(task: str, trajectory: str) -> tuple[str, str]:
+    """The composer encoder's input in two parts (the task part is never truncated, the trajectory may be):
+    ``"Task to solve:\\n{task}\\n\\nReference past trajectory:\\n"`` and ``trajectory``."""
+    return TASK_HEAD + task.rstrip() + TRAJECTORY_HEAD, trajectory
+
+
+TRANSCRIPT_KEY = "transcript"
+
+
+def attach_transcript(trace, text: str) -> None:
+    """Keep the rollout's full chat transcript with its trace, so the bank can give the encoder the
+    reference's rendering of an experience (the trace's compact ``render()`` stays the bank's key)."""
+    trace.metadata[TRANSCRIPT_KEY] = text
+
+
+def experience_text(experience, fmt: str = "chat") -> str:
+    """An experience as the encoder reads it: its chat transcript (``chat``, the reference's rendering; an
+    experience recorded without one, e.g. a hand-written trace, falls back to its trace) or its compact
+    action-result trace (``trace``)."""
+    if fmt not in EXPERIENCE_FORMATS:
+        raise ValueError(f"unknown experience format {fmt!r}; choose from {EXPERIENCE_FORMATS}")
+    if fmt == "chat":
+        try:
+            meta = json.loads(experience.trace).get("metadata") or {}
+        except (TypeError, ValueError):
+            meta = {}
+        if meta.get(TRANSCRIPT_KEY):
+            return str(meta[TRANSCRIPT_KEY])
+    return experience.text

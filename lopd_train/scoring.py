@@ -1,0 +1,141 @@
+"""Sequence scoring: the logits a model gives to the tokens a student sampled.
+
+Every algorithm needs the same thing: for each rollout, the logits at the positions that predict its
+sampled tokens, under the student (the active LoRA adapter) or under a teacher (the frozen base model, all
+adapters off). A teacher may read a privileged context; when that context is continuous (LOPD's latent
+tokens), ``inject`` replaces the input embeddings of a run of placeholder ids (see
+:func:`lopd_train.context.context_prompt`) with the latent vectors, so the sequence keeps the ids and
+positions a serving engine would be given. Nothing here knows about losses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Sequence
+
+import torch
+
+from lopd_train import models
+
+
+def decoder(peft_model):
+    """The transformer body (no LM head) of a peft-wrapped causal LM."""
+    return peft_model.get_base_model().get_decoder()
+
+
+def lm_head(peft_model):
+    return peft_model.get_base_model().get_output_embeddings()
+
+
+def embed_tokens(peft_model):
+    return peft_model.get_base_model().get_input_embeddings()
+
+
+def action_positions(action_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a 1-D ``action_mask``: the positions whose hidden state predicts each sampled token, and those
+    token positions."""
+    targets = torch.nonzero(action_mask, as_tuple=False).squeeze(-1)
+    return targets - 1, targets
+
+
+def inject_embeddings(emb: torch.Tensor, positions: Sequence[int], latents: torch.Tensor | None) -> torch.Tensor:
+    """``emb`` ``[L, d]`` with rows ``positions`` (one contiguous run) replaced by ``latents`` ``[P, d]``.
+
+    Built by concatenation rather than in-place assignment so the gradient reaches ``latents``."""
+    if latents is None or len(positions) == 0:
+        return emb
+    start, end = int(positions[0]), int(positions[-1]) + 1
+    if list(positions) != list(range(start, end)) or latents.shape[0] != end - start:
+        raise ValueError(f"latent positions must be one contiguous run of {latents.shape[0]} ids, got "
+                         f"{len(positions)} from {start}")
+    if end > emb.shape[0]:
+        raise ValueError(f"latent positions end at {end}, past the scored prefix of {emb.shape[0]} tokens")
+    return torch.cat([emb[:start], latents.to(emb.dtype), emb[end:]], dim=0)
+
+
+def student_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
+    """Student (active adapter) logits at the positions that predict the sampled tokens: ``[T_a, V]``."""
+    pos, _ = action_positions(action_mask)
+    hidden = decoder(peft_model)(input_ids=input_ids.unsqueeze(0)).last_hidden_state[0]
+    return lm_head(peft_model)(hidden[pos])
+
+
+def teacher_logits(peft_model, input_ids: torch.Tensor, action_mask: torch.Tensor,
+                   inject: tuple[Sequence[int], torch.Tensor] | None = None) -> torch.Tensor:
+    """Frozen-backbone logits (all adapters disabled) at the positions that predict the sampled tokens,
+    ``[T_a, V]``, with ``inject = (positions, latents)`` replacing those positions' input embeddings."""
+    pos, _ = action_positions(action_mask)
+    with models.base_only(peft_model):
+        emb = embed_tokens(peft_model)(input_ids)
+        if inject is not None:
+            emb = inject_embeddings(emb, *inject)
+        hidden = decoder(peft_model)(inputs_embeds=emb.unsqueeze(0)).last_hidden_state[0]
+        return lm_head(peft_model)(hidden[pos])
+
+
+def common_prefix_length(seqs: list[torch.Tensor], masks: list[torch.Tensor]) -> int:
+    """Length of the prefix all sequences share and in which nobody sampled anything (the group's prompt)."""
+    limit = min(int(torch.nonzero(m)[0]) if m.any() else len(m) for m in masks)
+    limit = min([limit] + [len(s) for s in seqs])
+    first = seqs[0][:limit]
+    for s in seqs[1:]:
+        diff = torch.nonzero(s[:limit] != first)
+        if len(diff):
+            limit = int(diff[0])
+            first = first[:limit]
+    return limit
+
+
+def _cache_kw(body) -> str:
+    params = inspect.signature(body.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2 renamed it
+
+
+def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
+                inject: tuple[Sequence[int], torch.Tensor] | None = None, teacher: bool = False,
+                share_prefix: bool = True) -> list[torch.Tensor]:
+    """Logits at the positions that predict each sequence's sampled tokens (``[T_a_i, V]`` each), for the
+    student (active adapter) or the teacher (base model; ``inject`` as in :func:`teacher_logits`, at
+    positions inside the shared prompt).
+
+    The rollouts of one task share their prompt: it is run once, and its key/value cache (which carries
+    gradients) is expanded over the group's continuations, so a group of G costs one prompt plus G
+    continuations instead of G full sequences. The result equals scoring each sequence alone.
+    """
+    if not share_prefix:
+        if teacher:
+            return [teacher_logits(peft_model, s, m, inject) for s, m in zip(seqs, masks)]
+        return [student_logits(peft_model, s, m) for s, m in zip(seqs, masks)]
+    body, head, embed = decoder(peft_model), lm_head(peft_model), embed_tokens(peft_model)
+    n = common_prefix_length(seqs, masks)
+    with models.base_only(peft_model) if teacher else contextlib.nullcontext():
+        emb = embed(seqs[0][:n])
+        if inject is not None:
+            emb = inject_embeddings(emb, *inject)
+        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+        h_prefix = out.last_hidden_state[0]
+        cache = out["cache"] if "cache" in out else out["past_key_values"]
+        rests = [s[n:] for s in seqs]
+        width = max(len(r) for r in rests)
+        h_rest = None
+        if width:
+            g = len(seqs)
+            cache.batch_repeat_interleave(g)
+            ids = torch.zeros((g, width), dtype=torch.long, device=seqs[0].device)
+            attn = torch.zeros((g, n + width), dtype=torch.long, device=seqs[0].device)
+            attn[:, :n] = 1
+            for i, r in enumerate(rests):
+                ids[i, :len(r)] = r
+                attn[i, n:n + len(r)] = 1
+            h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
+                          **{_cache_kw(body): cache}).last_hidden_state
+        results = []
+        for i, m in enumerate(masks):
+            pos, _ = action_positions(m)
+            in_prefix = pos < n
+            parts = [h_prefix[pos[in_prefix]]]
+            if h_rest is not None:
+                parts.append(h_rest[i, pos[~in_prefix] - n])
+            results.append(head(torch.cat(parts, dim=0)))
+        return results

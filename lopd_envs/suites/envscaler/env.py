@@ -46,7 +46,7 @@ class EnvScalerEnv(AgentEnv):
     scripted one); default: state the task, then stop. ``sandbox``: the backend for the environment workers
     (default bubblewrap); ``allow_unisolated=True`` permits the plain process backend. ``call_timeout`` /
     ``check_timeout``: seconds per tool call / per check, enforced from the host. ``max_turns`` overrides
-    the per-mode step limits.
+    the per-mode step limits. ``prestart``: keep one spare worker booting for the next reset.
     """
 
     env_id = "lopd/EnvScaler-v0"
@@ -56,13 +56,14 @@ class EnvScalerEnv(AgentEnv):
                  envs: Sequence[str] | None = None, user: UserSimulator | Sequence[str] | None = None,
                  sandbox: str | Sandbox | None = None, allow_unisolated: bool = False,
                  call_timeout: float = CALL_TIMEOUT, check_timeout: float = CHECK_TIMEOUT,
-                 max_turns: int | None = None, **kwargs: Any):
+                 max_turns: int | None = None, prestart: bool = True, **kwargs: Any):
         self.split, self.source, self.env_filter = split, source, envs
         self.user = list(user) if isinstance(user, (list, tuple)) else user
         self.allow_unisolated = allow_unisolated
         self.call_timeout, self.check_timeout = call_timeout, check_timeout
         self.sandbox = resolve_sandbox(sandbox, allow_unisolated)
         self._max_turns_option = max_turns
+        self.prestart, self._spare = prestart, None
         super().__init__(category=category, max_turns=max_turns, **kwargs)
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> list[Task]:
@@ -87,11 +88,25 @@ class EnvScalerEnv(AgentEnv):
         return EnvScalerEpisode(self, task)
 
     def start_worker(self) -> EnvWorker:
+        """A fresh worker for a new episode. One spare is kept booting in the background (a sandboxed
+        interpreter that has run no environment code yet), so a reset does not wait for the boot."""
+        spare, self._spare = self._spare, None
+        worker = spare if spare is not None and spare.alive else self._boot()
+        if spare is not None and worker is not spare:
+            spare.close()
+        if self.prestart:
+            self._spare = self._boot()
+        return worker
+
+    def _boot(self) -> EnvWorker:
         return EnvWorker(self.sandbox, self.allow_unisolated, self.call_timeout, self.check_timeout)
 
     def close(self) -> None:
         if self._episode is not None:
             self._episode.close()  # type: ignore[attr-defined]
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
         super().close()
 
 

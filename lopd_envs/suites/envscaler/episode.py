@@ -155,15 +155,19 @@ class EnvScalerEpisode(Episode):
         if not self.strict and self.ending in (None, "exception"):
             why = "the step limit was reached" if self.ending is None else "a tool raised an exception"
             return Score(0.0, {**details, "graded": False, "note": f"official runner gives no reward when {why}"})
-        final = self.worker.check(sc.check_funcs)
-        at_reset = self.worker.check(sc.check_funcs, against="initial")
+        if self.strict:  # the checks also run against the initial state, to know which held at reset
+            final, at_reset = self.worker.check(sc.check_funcs, ("final", "initial"))
+        else:
+            final, at_reset = self.worker.check(sc.check_funcs, ("final",))[0], None
         passed = [v.passed for v in final]
         reward = scoring.official_reward(passed)
         details.update(graded=True, passed=sum(passed), total=len(passed), official_reward=reward,
-                       true_at_reset=sum(v.passed for v in at_reset),
-                       checks=[{"check_item": item, "passed": v.passed, "at_reset": r.passed, "error": v.error}
-                               for item, v, r in zip(_check_items(sc), final, at_reset)])
-        if self.strict:
+                       checks=[{"check_item": item, "passed": v.passed, "error": v.error}
+                               for item, v in zip(_check_items(sc), final)])
+        if at_reset is not None:
+            details["true_at_reset"] = sum(r.passed for r in at_reset)
+            for entry, r in zip(details["checks"], at_reset):
+                entry["at_reset"] = r.passed
             over_false = scoring.reward_over_initially_false(passed, [r.passed for r in at_reset])
             details["reward_over_initially_false"] = over_false
             reward = over_false if over_false is not None else reward

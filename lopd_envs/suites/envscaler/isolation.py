@@ -122,23 +122,26 @@ class EnvWorker:
             return None
         return reply["state"]
 
-    def check(self, funcs: Sequence[str], against: str = "final") -> list[Verdict]:
-        """One verdict per check function, in order. A dead worker fails every check (never passes one)."""
-        funcs = list(funcs)
-        message = {"op": "check", "funcs": funcs, "against": against, "timeout": self.check_timeout}
-        reply = self._request(message, self.check_timeout * len(funcs) + self.call_timeout)
+    def check(self, funcs: Sequence[str], states: Sequence[str] = ("final",)) -> list[list[Verdict]]:
+        """One verdict per check function, in order, for each of ``states`` (``"final"``, ``"initial"``).
+        A dead worker or a malformed reply fails every check (it never passes one)."""
+        funcs, states = list(funcs), list(states)
+        message = {"op": "check", "funcs": funcs, "states": states, "timeout": self.check_timeout}
+        budget = self.check_timeout * len(funcs) * len(states) + self.call_timeout
+        reply = self._request(message, budget)
         results = reply.get("results") if reply is not None and reply["ok"] else None
-        if not isinstance(results, list) or len(results) != len(funcs):
+        if not (isinstance(results, list) and len(results) == len(states)
+                and all(isinstance(r, list) and len(r) == len(funcs) for r in results)):
             why = self.error or "the worker returned no verdicts"
-            return [Verdict(False, f"not run: {why}") for _ in funcs]
-        verdicts = []
-        for item in results:
-            if not isinstance(item, dict):
-                verdicts.append(Verdict(False, "malformed verdict"))
-                continue
-            error = item.get("error")
-            verdicts.append(Verdict(item.get("passed") is True, str(error)[:1000] if error is not None else None))
-        return verdicts
+            return [[Verdict(False, f"not run: {why}") for _ in funcs] for _ in states]
+        return [[self._verdict(item) for item in per_state] for per_state in results]
+
+    @staticmethod
+    def _verdict(item: Any) -> Verdict:
+        if not isinstance(item, dict):
+            return Verdict(False, "malformed verdict")
+        error = item.get("error")
+        return Verdict(item.get("passed") is True, str(error)[:1000] if error is not None else None)
 
     def close(self) -> None:
         self.session.close()

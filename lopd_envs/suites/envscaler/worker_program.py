@@ -13,16 +13,21 @@ of the episode and answers JSON requests:
   (the official ``hasattr`` test) or, when ``names`` is given, the name is not among them; ``failed``
   when the result is a dict with ``"success": False`` (the convention of EnvScaler's generated methods);
 * ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
-* ``check``: each ``check_func`` source run against the final (or the initial) state with
-  ``initial_state`` as a global, each in its own forked child with its own deadline, so that one check
-  can neither hang the others nor change what they see. A verdict is ``True`` only for a result that
+* ``check``: each ``check_func`` source run against the final state and/or the initial state with
+  ``initial_state`` as a global, each in its own forked child with its own deadline (a few at a time),
+  so that one check can neither hang the others nor change what they see. A verdict is ``True`` only for a result that
   is the bool ``True``; a non-bool (even a truthy one) counts as failed, as in EnvScaler's
   ``run_check_function``.
 
 Nothing here is trusted by the host: it enforces its own deadlines and budgets on every reply.
 """
 import builtins
+import collections  # noqa: F401 - preloaded: generated environment classes import these
 import copy
+import datetime  # noqa: F401
+import re  # noqa: F401
+import typing  # noqa: F401
+import uuid  # noqa: F401
 import json
 import os
 import select
@@ -32,6 +37,7 @@ import traceback
 import types
 
 MAX_ERROR = 20000
+PARALLEL = 6  # check children alive at once (RLIMIT_NPROC of the sandbox uid bounds the total)
 
 
 def _state(instance):
@@ -106,13 +112,29 @@ class Episode:
         return {"ok": True, "state": _jsonable(state)}
 
     def check(self, req):
+        """Verdicts of every check against each requested state (``"final"`` or ``"initial"``), one list per
+        state. Up to ``PARALLEL`` forked children run at once, each with its own deadline."""
         if self.instance is None:
             return {"ok": False, "error": "no environment"}
-        final = self.initial if req.get("against") == "initial" else _state(self.instance)
+        states = {"final": _state(self.instance), "initial": self.initial}
+        jobs = [(states[name], src) for name in req["states"] for src in req["funcs"]]
         timeout = float(req.get("timeout", 5.0))
-        return {"ok": True, "results": [self._one_check(src, final, timeout) for src in req["funcs"]]}
+        verdicts, running, queue = [None] * len(jobs), [], list(enumerate(jobs))
+        while queue or running:
+            while queue and len(running) < PARALLEL:
+                index, (state, source) = queue.pop(0)
+                started = self._start_check(source, state)
+                if isinstance(started, dict):
+                    verdicts[index] = started
+                else:
+                    running.append((index, started, time.monotonic() + timeout))
+            if running:
+                index, child, deadline = running.pop(0)
+                verdicts[index] = self._collect(child, deadline, timeout)
+        n = len(req["funcs"])
+        return {"ok": True, "results": [verdicts[i * n:(i + 1) * n] for i in range(len(req["states"]))]}
 
-    def _one_check(self, source, final, timeout):
+    def _start_check(self, source, final):
         read_fd, write_fd = os.pipe()
         try:
             pid = os.fork()
@@ -137,8 +159,7 @@ class Episode:
                     if isinstance(result, bool):
                         verdict = {"passed": result is True, "error": None}
                     else:
-                        verdict = {"passed": False, "error": "Function did not return a boolean.",
-                                   "returned": repr(type(result).__name__)}
+                        verdict = {"passed": False, "error": "Function did not return a boolean."}
             except BaseException as exc:  # noqa: B036
                 verdict = {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
             try:
@@ -146,7 +167,12 @@ class Episode:
             finally:
                 os._exit(0)
         os.close(write_fd)
-        data, deadline = b"", time.monotonic() + timeout
+        return pid, read_fd
+
+    @staticmethod
+    def _collect(child, deadline, timeout):
+        pid, read_fd = child
+        data = b""
         try:
             while len(data) < 8192:
                 remaining = deadline - time.monotonic()

@@ -101,11 +101,16 @@ def _maybe_json(value: Any, where: str) -> Any:
     return value
 
 
-def parse_environment(item: Any, key: str, origin: str) -> Environment:
-    where = f"{origin}: environment {key!r}"
+def _decoded(item: Any, fields: Sequence[str], where: str) -> dict[str, Any]:
+    """``item`` (which must be an object) with its JSON-string ``fields`` decoded."""
     if not isinstance(item, dict):
         raise FormatError(f"{where}: expected an object, got {type(item).__name__}")
-    item = {**item, **{f: _maybe_json(item[f], f"{where}.{f}") for f in _ENV_JSON_FIELDS if f in item}}
+    return {**item, **{f: _maybe_json(item[f], f"{where}.{f}") for f in fields if f in item}}
+
+
+def parse_environment(item: Any, key: str, origin: str) -> Environment:
+    where = f"{origin}: environment {key!r}"
+    item = _decoded(item, _ENV_JSON_FIELDS, where)
     for name in ("env_class_name", "env_class_code"):
         if not isinstance(item.get(name), str) or not item[name].strip():
             raise FormatError(f"{where}: missing or empty {name!r}")
@@ -137,9 +142,7 @@ def parse_environments(data: Any, origin: str) -> dict[str, Environment]:
 
 def parse_scenario(row: Any, index: int, origin: str) -> Scenario:
     where = f"{origin}: scenario #{index}"
-    if not isinstance(row, dict):
-        raise FormatError(f"{where}: expected an object, got {type(row).__name__}")
-    row = {**row, **{f: _maybe_json(row[f], f"{where}.{f}") for f in _SCENARIO_JSON_FIELDS if f in row}}
+    row = _decoded(row, _SCENARIO_JSON_FIELDS, where)
     for name in ("env_id", "task_id", "task"):
         if name not in row:
             raise FormatError(f"{where}: missing {name!r}")

@@ -31,6 +31,17 @@ class BankLedger:
         self.transferred_today: Dict[str, float] = {}
         self.init_config = init_config
 
+    def _refuse(self, account_id: str, amount: float) -> dict:
+        """The failure result when the account is unknown or frozen or the amount is not positive, else {}."""
+        account = self.accounts.get(account_id)
+        if account is None:
+            return {"success": False, "error": f"Account {account_id} does not exist"}
+        if not isinstance(amount, (int, float)) or amount <= 0:
+            return {"success": False, "error": "Amount must be a positive number"}
+        if account["status"] != "active":
+            return {"success": False, "error": f"Account {account_id} is frozen"}
+        return {}
+
     def get_account(self, account_id: str) -> dict:
         """
         Look up one account.
@@ -74,13 +85,10 @@ class BankLedger:
             - The amount must be positive.
             - Frozen accounts accept no deposits.
         """
-        account = self.accounts.get(account_id)
-        if account is None:
-            return {"success": False, "error": f"Account {account_id} does not exist"}
-        if not isinstance(amount, (int, float)) or amount <= 0:
-            return {"success": False, "error": "Amount must be a positive number"}
-        if account["status"] != "active":
-            return {"success": False, "error": f"Account {account_id} is frozen"}
+        problem = self._refuse(account_id, amount)
+        if problem:
+            return problem
+        account = self.accounts[account_id]
         account["balance"] = round(account["balance"] + amount, 2)
         self.transactions.append({"kind": "deposit", "account_id": account_id, "amount": amount, "counterparty": ""})
         return {"success": True, "message": f"Deposited {amount} into {account_id}"}
@@ -100,13 +108,10 @@ class BankLedger:
             - No overdraft: the balance may not go below zero.
             - Frozen accounts allow no withdrawals.
         """
-        account = self.accounts.get(account_id)
-        if account is None:
-            return {"success": False, "error": f"Account {account_id} does not exist"}
-        if not isinstance(amount, (int, float)) or amount <= 0:
-            return {"success": False, "error": "Amount must be a positive number"}
-        if account["status"] != "active":
-            return {"success": False, "error": f"Account {account_id} is frozen"}
+        problem = self._refuse(account_id, amount)
+        if problem:
+            return problem
+        account = self.accounts[account_id]
         if amount > account["balance"]:
             return {"success": False, "error": "Insufficient funds"}
         account["balance"] = round(account["balance"] - amount, 2)

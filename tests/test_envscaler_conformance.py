@@ -117,3 +117,38 @@ def test_workers_are_reaped_when_episodes_end_and_envs_close():
     third = env.unwrapped._episode.worker.session.proc
     env.close()
     assert third.poll() is not None
+
+
+def test_an_llm_user_in_the_official_format_drives_the_conversation():
+    """The user simulator sees EnvScaler's messages (task prompt, the fixed opener, "[Agent] …") and its
+    "# Thought: / # Reply:" output is read as upstream; ###STOP### ends and grades the episode."""
+    from lopd_envs.suites.envscaler import official_user
+
+    prompts = []
+
+    def policy(prompt: str) -> str:
+        prompts.append(prompt)
+        if "[Agent] Done" in prompt:
+            return " all good\n# Reply: ###STOP###"
+        return " I should ask for the deposit.\n# Reply: Please deposit 250 into ACC-200."
+
+    env = gym.make("lopd/EnvScaler-v0", source="ours", category="conversation", user=official_user(policy))
+    obs, _ = env.reset(options={"task_id": "lopd-bank-01:conv"})
+    assert obs[-1]["content"] == "Please deposit 250 into ACC-200."
+    assert "[Task Goal]" in prompts[0] and "Deposit 250 into account ACC-200." in prompts[0]
+    assert "[Agent] Hi! How can I help you today?" in prompts[0]
+    env.step('<tool_call>{"name": "deposit", "arguments": {"account_id": "ACC-200", "amount": 250}}</tool_call>')
+    obs, reward, terminated, _, info = env.step("Done, the deposit is made.")
+    assert terminated and reward == 1.0 and obs[-1]["content"] == "###STOP###"
+
+
+def test_a_failing_user_simulator_ends_the_episode_with_an_error():
+    def broken(conversation):
+        if len(conversation) > 2:
+            raise RuntimeError("simulator offline")
+        return "Please deposit 250 into ACC-200."
+
+    env = gym.make("lopd/EnvScaler-v0", source="ours", category="conversation", user=broken)
+    env.reset(options={"task_id": "lopd-bank-01:conv"})
+    obs, reward, terminated, _, info = env.step("What should I do?")
+    assert terminated and "simulator offline" in obs[0]["content"] and info["error"].startswith("user simulator")

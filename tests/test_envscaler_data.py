@@ -176,3 +176,31 @@ def test_ours_ships_in_the_wheel():
     text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
     assert '"*.json"' in text and "lopd_envs*" in text
     assert (data.OURS_DIR / "__init__.py").exists() and (data.OURS_DIR / "src" / "__init__.py").exists()
+
+
+def test_hub_download_picks_the_known_file_names(tmp_path, monkeypatch):
+    """Online, the loader lists each hub dataset's files and downloads the known name (a stub hub here)."""
+    import types
+
+    local = write_release(tmp_path / "hub", {"env_1": release_env()}, [release_scenario()]) / "envscaler"
+    fetched = []
+
+    def list_repo_files(repo, repo_type):
+        assert repo_type == "dataset"
+        return {"XXHStudyHard/EnvScaler-191-Env": ["README.md", "191_env_metadata.json"],
+                "XXHStudyHard/EnvScaler-RL-Scenario": [".gitattributes", "rl_scenario_metadata.json"]}[repo]
+
+    def hf_hub_download(repo, filename, repo_type):
+        fetched.append((repo, filename))
+        return str(local / filename)
+
+    stub = types.SimpleNamespace(list_repo_files=list_repo_files, hf_hub_download=hf_hub_download)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", stub)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("LOPD_OFFLINE", raising=False)
+    monkeypatch.setenv("LOPD_DATA_DIR", str(tmp_path / "empty"))
+    monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
+    ds = data.load_dataset("official", "rl")
+    assert ds.origin == "official" and [s.task_id for s in ds.scenarios] == ["0912-101530"]
+    assert fetched == [("XXHStudyHard/EnvScaler-191-Env", "191_env_metadata.json"),
+                       ("XXHStudyHard/EnvScaler-RL-Scenario", "rl_scenario_metadata.json")]

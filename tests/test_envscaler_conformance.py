@@ -152,3 +152,16 @@ def test_a_failing_user_simulator_ends_the_episode_with_an_error():
     env.reset(options={"task_id": "lopd-bank-01:conv"})
     obs, reward, terminated, _, info = env.step("What should I do?")
     assert terminated and "simulator offline" in obs[0]["content"] and info["error"].startswith("user simulator")
+
+
+def test_official_tool_call_blocks_need_closing_tags_and_both_keys():
+    env = gym.make("lopd/EnvScaler-v0", source="ours", category="non_conversation")
+    env.reset(options={"task_id": "lopd-bank-01"})
+    for text in ('<tool_call>{"name": "get_account", "arguments": {"account_id": "ACC-100"}}',
+                 '<tool_call>{"name": "get_account"}</tool_call>'):
+        obs, _, terminated, _, _ = env.step(text)
+        assert not terminated and obs[0]["content"] == "Error: Failed to parse response to struct response"
+    strict = gym.make("lopd/EnvScaler-v0", source="ours", category="non_conversation", scoring="strict")
+    strict.reset(options={"task_id": "lopd-bank-01"})
+    obs = strict.step('<tool_call>{"name": "get_account", "arguments": {"account_id": "ACC-100"}}')[0]
+    assert obs[0]["role"] == "tool" and "Maria Lopez" in obs[0]["content"]

@@ -25,8 +25,7 @@ envscaler_env``): reward ``round(passed / len(checklist), 4)``; a check that rai
 episode with reward 0.0 (upstream never reaches ``calculate_reward``); reaching the step limit (30 steps,
 40 in conversation) gives 0.0 (the runner stops without a reward); only ``<tool_call>`` blocks and
 structured calls are calls, only the first call of an action runs, and any other text is a message to the
-user. Known small differences in both modes: a ``<tool_call>`` object without ``"arguments"`` is read as
-a call with no arguments (upstream: parse failure); a simulated user's reply without the ``# Reply:``
+user. Known small differences in both modes: a simulated user's reply without the ``# Reply:``
 section is taken whole (upstream: five retries, then an empty reply); each check sees its own copy of the
 final state (upstream: checks share one, so a mutating check could change later verdicts); an empty
 checklist scores 0.0 (upstream: division by zero); a tool result longer than 100,000 characters is cut;
@@ -39,7 +38,8 @@ a tool that hangs past ``call_timeout`` ends the episode (upstream would hang).
 2. a tool that raises is shown to the agent as the tool's result and the episode goes on; a truncated
    episode is graded;
 3. only the environment's declared tools can be called (upstream: any attribute, ``hasattr``), every
-   tool-call syntax lopd parses is accepted, and all calls of an action run in order.
+   tool-call syntax lopd parses is accepted (a ``<tool_call>`` without ``"arguments"`` or its closing tag
+   too), and all calls of an action run in order.
 
 Splits: ``rl``, ``eval`` (the first 200 RL scenarios in file order, or a source's ``splits.json``),
 ``train`` (the rest) and ``sft`` (ungraded: EnvScaler's SFT scenarios have no check functions).

@@ -4,14 +4,16 @@ The official runner (``envscaler_env/utils/parse_util.py``) reads a ``<think>`` 
 without its closing tag fails), the *first* ``<tool_call>{"name", "arguments"}</tool_call>`` block (more
 are ignored), and otherwise takes the text after the think block as a message to the user
 (``chat_with_user``); a structured message's first tool call wins over its content; nothing at all is a
-parse failure. lopd reads the calls with :func:`lopd_envs.tools.parse_action`; ``official`` mode then keeps
-only what the official parser would see (Hermes blocks and structured calls; a bare JSON object or
-``[f(x=1)]`` is text, as upstream) and the first call. ``strict`` accepts every syntax lopd parses and
+parse failure, and so is an unclosed ``<tool_call>`` or a block without ``"name"`` and ``"arguments"``.
+lopd reads the calls with :func:`lopd_envs.tools.parse_action`; ``official`` mode then applies the official
+block test and keeps only what the official parser would see (Hermes blocks and structured calls; a bare
+JSON object or ``[f(x=1)]`` is text, as upstream) and the first call. ``strict`` accepts every syntax lopd parses and
 runs all the calls of an action in order.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -24,6 +26,7 @@ CHAT = "chat_with_user"
 _THINK = re.compile(r"(?:<|@)think(?:>|@)\s*(.*?)(?:<|@)/think(?:>|@)", re.S | re.I)
 _THINK_OPEN = re.compile(r"(?:<|@)think(?:>|@)", re.I)
 _TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
+_OFFICIAL_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
 
 
 @dataclass
@@ -46,9 +49,24 @@ def visible_text(text: str) -> str | None:
     return _TOOL_BLOCK.sub("", body).strip()
 
 
+def official_block_ok(text: str) -> bool:
+    """The official parser's test of the first ``<tool_call>`` block: closed, a JSON object, with both
+    ``name`` and ``arguments``."""
+    match = _OFFICIAL_BLOCK.search(text)
+    if match is None:
+        return "<tool_call>" not in text
+    try:
+        call = json.loads(match.group(1))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(call, dict) and "name" in call and "arguments" in call
+
+
 def read_action(turn: AssistantTurn, strict: bool) -> Action:
     content = visible_text(turn.text or "")
     if turn.parse_error and (strict or turn.syntax in ("hermes", "structured")):
+        return Action(error=PARSE_FAILED)
+    if not strict and turn.syntax == "hermes" and not official_block_ok(turn.text):
         return Action(error=PARSE_FAILED)
     if content is None:
         return Action(error=PARSE_FAILED)

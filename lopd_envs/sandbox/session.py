@@ -180,6 +180,9 @@ class SandboxSession:
         except BaseException:
             self._release()
             raise
+        self._buffer = bytearray()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.proc.stdout.fileno(), selectors.EVENT_READ)
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
         self._finalizer = weakref.finalize(self, SandboxSession._reap, self.proc)
@@ -221,23 +224,22 @@ class SandboxSession:
             raise
 
     def _read_exact(self, n: int, deadline: float, timeout: float) -> bytes:
+        """``n`` bytes of the reply, read in large chunks (a header and its body usually arrive together)."""
         fd = self.proc.stdout.fileno()
-        chunks, got = [], 0
-        with selectors.DefaultSelector() as sel:
-            sel.register(fd, selectors.EVENT_READ)
-            while got < n:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise SessionTimeout(f"no reply within {timeout:g} s; the worker was killed")
-                if not sel.select(timeout=remaining):
-                    continue
-                data = os.read(fd, min(n - got, 1 << 20))
-                if not data:
-                    self._wait_briefly()
-                    raise SessionCrashed(f"the worker exited (status {self.proc.returncode}){self._tail()}")
-                chunks.append(data)
-                got += len(data)
-        return b"".join(chunks)
+        while len(self._buffer) < n:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SessionTimeout(f"no reply within {timeout:g} s; the worker was killed")
+            if not self._selector.select(timeout=remaining):
+                continue
+            data = os.read(fd, max(n - len(self._buffer), 1 << 16))
+            if not data:
+                self._wait_briefly()
+                raise SessionCrashed(f"the worker exited (status {self.proc.returncode}){self._tail()}")
+            self._buffer += data
+        out = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return out
 
     # -- lifetime ------------------------------------------------------------------------------------
     @property
@@ -253,6 +255,7 @@ class SandboxSession:
             return
         self._closed = True
         self._finalizer()
+        self._selector.close()
         self._drain.join(timeout=1.0)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:

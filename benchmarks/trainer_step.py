@@ -76,29 +76,34 @@ class PeakRSS:
 def synthetic_batch(tokenizer, args, rng):
     from lopd_envs.trace import Trace
     from lopd_train import models
+    from lopd_train.context import attach_transcript
     from lopd_train.rollout import Trajectory
 
-    tools = [{"type": "function", "function": {
-        "name": f"tool_{i}", "description": "Look up a record by its identifier and return its fields. " * 2,
-        "parameters": {"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer"}}}}}
-        for i in range(8)]
+    def tool(i):
+        return {"type": "function", "function": {
+            "name": f"tool_{i}", "description": "Look up a record by its identifier and return its fields. " * 2,
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer"}}}}}
     trajectories, traces = [], []
     for task in range(args.tasks):
         instruction = f"Task {task}: find the record of customer {task * 7} and list the orders. " * 3
         messages = [{"role": "system", "content": "You are a helpful agent."}, {"role": "user", "content": instruction}]
-        prompt = models.encode(tokenizer, models.render_chat(tokenizer, messages, tools))
-        prompt = prompt[-args.prompt_tokens:] if len(prompt) > args.prompt_tokens else prompt
+        tools: list = []
+        prompt: list[int] = []
+        while len(prompt) < args.prompt_tokens:  # add tools until the chat prompt is about --prompt-tokens long
+            tools.append(tool(len(tools)))
+            prompt = models.encode(tokenizer, models.render_chat(tokenizer, messages, tools, tool_prompt="always"))
         for g in range(args.group):
             completion = [int(x) for x in rng.integers(3, len(tokenizer) - 1, size=args.completion_tokens - 1)]
             completion.append(tokenizer.eos_token_id)
             success = g % 2 == 0
             trace = Trace(env_id="bench", task_id=f"t{task}", task=instruction, reward=float(success), success=success)
             trace.add({"name": "tool_0", "arguments": {"id": str(task), "rollout": g}}, "{'orders': [1, 2, 3]}")
+            attach_transcript(trace, tokenizer.decode(prompt + completion))
             trajectories.append(Trajectory(
                 env_id="bench", task_id=f"t{task}", task=instruction, category="bench",
                 input_ids=prompt + completion, action_mask=[0] * len(prompt) + [1] * len(completion),
                 sample_logprobs=[0.0] * (len(prompt) + len(completion)), prompt_len=len(prompt),
-                reward=float(success), success=success, trace=trace, group=task))
+                reward=float(success), success=success, trace=trace, messages=messages, tools=tools, group=task))
             traces.append(trace)
     # the bank also holds other tasks' experiences (so J are retrieved for every task)
     for k in range(args.bank_size):
@@ -110,16 +115,16 @@ def synthetic_batch(tokenizer, args, rng):
     return trajectories, traces
 
 
-def setup(args, algos: list[str]):
-    """The policy (with a composer adapter when LOPD is among ``algos``), the synthetic batch with what the
-    sampler would have recorded, and one algorithm object per name, all on the same policy."""
+def setup(args, algos: list[str], **overrides):
+    """The policy (with the adapters the algorithms declare), the synthetic batch with what the sampler
+    would have recorded, and one algorithm object per name, all on the same policy."""
     import numpy as np
     import torch
 
     from lopd_train import models
     from lopd_train.algorithms import ALGORITHMS
-    from lopd_train.composer import student_logits
     from lopd_train.experience import ExperienceBank, Retriever
+    from lopd_train.scoring import student_logits
     from lopd_train.trainer import TrainConfig
 
     if args.threads:
@@ -128,10 +133,12 @@ def setup(args, algos: list[str]):
     device = models.default_device() if args.device == "auto" else torch.device(args.device)
     backbone, tok = models.load_backbone(args.model, device, args.dtype)
     cfg = TrainConfig(model=args.model, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
-                      gradient_checkpointing=args.gradient_checkpointing, experience_tokens=args.experience_tokens)
+                      gradient_checkpointing=args.gradient_checkpointing, experience_tokens=args.experience_tokens,
+                      kl_support=args.kl_support, tool_prompt="always", **overrides)
     adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
-    if any(not ALGORITHMS[a].student_only for a in algos):
-        adapters["composer"] = models.lora_config(cfg.lora_r, cfg.lora_alpha)
+    for a in algos:
+        for name, prefix in ALGORITHMS[a].extra_adapters.items():
+            adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"))
     policy = models.wrap_lora(backbone, adapters)
     if args.gradient_checkpointing:
         policy.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -142,7 +149,7 @@ def setup(args, algos: list[str]):
         bank = ExperienceBank(Path(tmp.name) / "bank.sqlite")
         bank.add(traces)
         retriever = Retriever(bank)
-    with torch.no_grad():  # what the sampler records during a rollout: log-probs and the top-M (LOPD)
+    with torch.no_grad():  # what the sampler records during a rollout: log-probs (and the top-M, when asked)
         for t in trajectories:
             ids = torch.tensor(t.input_ids, device=device)
             mask = torch.tensor(t.action_mask, device=device)
@@ -154,7 +161,28 @@ def setup(args, algos: list[str]):
             t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
     policy.train()
     objs = {a: ALGORITHMS[a](policy, tok, cfg, bank, retriever) for a in algos}
-    return device, trajectories, objs, tmp
+    return device, trajectories, objs, tmp, (policy, tok, cfg)
+
+
+def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> float:
+    """Wall time of sampling the batch's completions (HF ``generate`` over the batch's prompts, at most
+    ``--completion-tokens`` new tokens each, the student adapter active, the same seed for every algorithm)
+    and recording the top-M when the algorithm asks for it."""
+    import torch
+
+    from lopd_train import models
+    from lopd_train.rollout import SamplingConfig, generate
+
+    policy.eval()
+    prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
+    sampling = SamplingConfig(max_new_tokens=args.completion_tokens, top_m=cfg.top_m if records_top_m else 0)
+    torch.manual_seed(0)
+    t0 = time.perf_counter()
+    with models.adapter(policy, "student"):
+        generate(policy, tok, prompts, sampling)
+    elapsed = time.perf_counter() - t0
+    policy.train()
+    return elapsed
 
 
 def timed_update(algo, trajectories, device):
@@ -179,7 +207,7 @@ def timed_update(algo, trajectories, device):
 
 def memory_worker(args) -> dict:
     """One algorithm alone in this process: its peak memory over a warm-up and ``--memory-reps`` updates."""
-    device, trajectories, objs, tmp = setup(args, [args.worker])
+    device, trajectories, objs, tmp, _ = setup(args, [args.worker])
     runs = [timed_update(objs[args.worker], trajectories, device) for _ in range(1 + args.memory_reps)]
     tmp.cleanup()
     return {"algo": args.worker, "peak_mb": max(r["peak_mb"] for r in runs),
@@ -191,17 +219,39 @@ def memory_worker(args) -> dict:
 def timing_worker(args) -> dict:
     """GRPO and LOPD updates alternated in one process on the same policy and batch, so that other jobs on a
     shared machine slow both alike; a warm-up of each first."""
-    device, trajectories, objs, tmp = setup(args, ["grpo", "lopd"])
-    out = {a: {"times": [], "cpu_times": []} for a in objs}
+    device, trajectories, objs, tmp, (policy, tok, cfg) = setup(args, ["grpo", "lopd"])
+    out = {a: {"times": [], "cpu_times": [], "rollout_times": []} for a in objs}
     for rep in range(args.reps + 1):
         for name, algo in objs.items():
+            roll = timed_rollout(policy, tok, cfg, trajectories, args, type(algo).records_top_m(cfg))
             r = timed_update(algo, trajectories, device)
             if rep:
                 out[name]["times"].append(r["seconds"])
                 out[name]["cpu_times"].append(r["cpu_seconds"])
+                out[name]["rollout_times"].append(roll)
             if name == "lopd":
                 out[name]["context_fraction"] = r["metrics"].get("context_fraction")
     tmp.cleanup()
+    return out
+
+
+def sweep_worker(args) -> dict:
+    """The learning-rate measurement behind the defaults (``--sweep``): on one fixed batch, for each rate,
+    (a) the student's KL to a fixed teacher (composer frozen) over ``--sweep-steps`` LOPD updates, and (b) the
+    cold-start NLL over as many composer steps. Each rate starts from the same fresh adapters."""
+    out: dict = {"student": {}, "composer": {}}
+    for lr in args.sweep_lrs:
+        _, trajectories, objs, tmp, _ = setup(args, ["lopd"], lr=lr, freeze_composer=True)
+        out["student"][str(lr)] = [objs["lopd"].update(trajectories)["student_kl"] for _ in range(args.sweep_steps)]
+        tmp.cleanup()
+        _, trajectories, objs, tmp, _ = setup(args, ["lopd"], composer_lr=lr, cold_start_steps=args.sweep_steps,
+                                              cold_start_batch_size=len(trajectories))
+        for t in trajectories:
+            t.success = True
+        curve: list = []
+        objs["lopd"].cold_start(trajectories, log=curve.append)
+        out["composer"][str(lr)] = [row["cold_start_nll"] for row in curve]
+        tmp.cleanup()
     return out
 
 
@@ -233,11 +283,27 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--json", help="also write the results here")
-    p.add_argument("--worker", choices=["lopd", "grpo", "timing"], help=argparse.SUPPRESS)
+    p.add_argument("--kl-support", default="teacher", choices=["teacher", "student"])
+    p.add_argument("--sweep", action="store_true", help="measure the learning rates instead (see sweep_worker)")
+    p.add_argument("--sweep-lrs", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
+    p.add_argument("--sweep-steps", type=int, default=3)
+    p.add_argument("--worker", choices=["lopd", "grpo", "timing", "sweep"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        result = timing_worker(args) if args.worker == "timing" else memory_worker(args)
+        workers = {"timing": timing_worker, "sweep": sweep_worker}
+        result = workers.get(args.worker, memory_worker)(args)
         print("RESULT " + json.dumps(result), flush=True)
+        return 0
+    if args.sweep:
+        result = run_worker("sweep", [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--sweep"])
+        for part, what in (("student", "student KL per update (composer frozen)"),
+                           ("composer", "cold-start NLL per step")):
+            print(what)
+            for lr, curve in result[part].items():
+                drop = (curve[0] - curve[-1]) / abs(curve[0]) if curve and curve[0] else float("nan")
+                print(f"  lr {float(lr):7.0e}: " + " ".join(f"{v:.5g}" for v in curve) + f"   ({drop:+.1%} drop)")
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
         return 0
     argv = list(argv if argv is not None else sys.argv[1:])
     if "--json" in argv:
@@ -252,15 +318,23 @@ def main(argv=None) -> int:
                  f"{mem['grpo']['tokens']} sampled",
         "timing": timing, "memory": mem,
         "time_ratio_median": statistics.median(l["times"]) / statistics.median(g["times"]),
+        "rollout_seconds_median": {a: statistics.median(timing[a]["rollout_times"]) for a in timing},
+        "step_ratio_median": (statistics.median(l["rollout_times"]) + statistics.median(l["times"])) /
+                             (statistics.median(g["rollout_times"]) + statistics.median(g["times"])),
+        "load_average": os.getloadavg(),
         "time_ratio_min": min(l["times"]) / min(g["times"]),
         "cpu_time_ratio_median": statistics.median(l["cpu_times"]) / statistics.median(g["cpu_times"]),
         "peak_memory_ratio": mem["lopd"]["peak_mb"] / mem["grpo"]["peak_mb"],
         "update_memory_ratio": mem["lopd"]["increase_mb"] / max(mem["grpo"]["increase_mb"], 1e-9)}
     print(f"model {args.model} on {summary['device']}; batch: {summary['batch']}")
-    print(f"{'':6s} {'median s':>9s} {'min s':>7s} {'CPU s':>7s} {'peak MB':>9s} {'+MB in update':>14s}")
+    print(f"{'':6s} {'median s':>9s} {'min s':>7s} {'CPU s':>7s} {'peak MB':>9s} {'+MB in update':>14s} "
+          f"{'rollout s':>10s}")
     for name, t in timing.items():
         print(f"{name:6s} {statistics.median(t['times']):9.2f} {min(t['times']):7.2f} "
-              f"{statistics.median(t['cpu_times']):7.2f} {mem[name]['peak_mb']:9.0f} {mem[name]['increase_mb']:14.0f}")
+              f"{statistics.median(t['cpu_times']):7.2f} {mem[name]['peak_mb']:9.0f} {mem[name]['increase_mb']:14.0f} "
+              f"{statistics.median(t['rollout_times']):10.2f}")
+    print(f"whole step (rollout + update) LOPD/GRPO ratio {summary['step_ratio_median']:.2f} median; "
+          f"load average {' '.join(f'{x:.1f}' for x in summary['load_average'])}")
     print(f"LOPD/GRPO time ratio {summary['time_ratio_median']:.2f} median, {summary['time_ratio_min']:.2f} best-of, "
           f"{summary['cpu_time_ratio_median']:.2f} CPU (target <= 1.5); peak memory ratio "
           f"{summary['peak_memory_ratio']:.2f} (target <= 1.3), update-only memory ratio "

@@ -93,7 +93,7 @@ def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos
 
     student = AutoModelForCausalLM.from_pretrained(out / "student")
     assert not any("lora" in n for n, _ in student.named_parameters())
-    assert time.time() - t0 < 60
+    assert time.time() - t0 < 180  # ~25 s on a quiet 2-core machine; generous for a shared one
 
 
 def test_resume_continues_exactly(tmp_path):
@@ -131,7 +131,7 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     latest = out / "checkpoints" / "latest"
-    deadline = time.time() + 90
+    deadline = time.time() + 240
     while time.time() < deadline:
         if latest.exists() and latest.read_text().strip() >= "step-000003":
             break
@@ -143,7 +143,7 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
     assert killed_at["step"] < 8
     before = {e.key for e in ExperienceBank(out / "bank.sqlite").all()}
     done = subprocess.run(args[:3] + ["--output-dir", str(out), "--resume"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=360)
     assert done.returncode == 0, done.stderr[-2000:]
     state = json.loads((out / "checkpoints" / "step-000008" / "state.json").read_text())
     assert state["step"] == 8 and state["rollouts"] == 9 * 4  # the cold-start batch, then 8 steps

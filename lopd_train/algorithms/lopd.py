@@ -202,15 +202,17 @@ class LOPD(Algorithm):
                 continue
             n_rollouts, n_tokens = sum(len(g.members) for g in groups), sum(g.n_tokens for g in groups)
 
-            # 2-3. compose, then teacher top-k without gradient: the KL support and the teacher's buckets on it
             with torch.no_grad():
                 for g in groups:
-                    t_logp = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
+                    # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders
+                    z = self.compose(g.task, g.experiences)
+                    # 3. teacher top-k, no gradient: the KL support and the teacher's buckets (top-M + tail) on it
+                    t_logp = self.teacher_logprobs(g, z)
                     g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
                                  [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
                     g.q_teacher = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
                     g.teacher_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
-                    del t_logp
+                    del z, t_logp
 
             # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens
             for g in groups:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import lopd_envs
 from lopd_envs.sandbox import available_backends, get_sandbox
 from lopd_envs.codeexec import valuecodec
-from lopd_envs.codeexec.extract import extract_code, prune_to_entry_point
+from lopd_envs.codeexec.extract import extract_code, prune_to_entry_point, sanitize
 from lopd_envs.codeexec.functest import GroupOutcome
 from lopd_envs.suites.evalplus import data as ep_data
 from lopd_envs.suites.evalplus import groundtruth as ep_gt
@@ -59,10 +59,95 @@ def test_unfenced_answer_takes_the_longest_parseable_span():
     assert extract_code(text, "f") == "def f(x):\n    return x"
 
 
-def test_body_only_completion_is_appended_to_the_prompt(humaneval):
+def test_strict_reads_a_body_only_answer_as_a_completion_of_the_prompt(humaneval):
+    _, problems = humaneval
+    sol = ep_judge.solution_from_answer(problems["HumanEval/53"], "    return x + y\n", strict=True)
+    assert "def add(x: int, y: int)" in sol and sol.rstrip().endswith("return x + y")
+
+
+def test_official_sanitises_a_body_only_answer_alone(humaneval):
+    """evalplus's chat pipeline sanitises the answer alone: the body stays a body (and fails to load)."""
     _, problems = humaneval
     sol = ep_judge.solution_from_answer(problems["HumanEval/53"], "    return x + y\n")
-    assert "def add(x: int, y: int)" in sol and sol.rstrip().endswith("return x + y")
+    assert "def add" not in sol and sol == evalplus_sanitize("    return x + y\n", "add")
+
+
+@needs_sandbox
+def test_body_only_answer_fails_officially_and_passes_strictly():
+    for scoring, expected in (("official", 0.0), ("strict", 1.0)):
+        env = gym.make("lopd/HumanEvalPlus-v0", scoring=scoring)
+        env.reset(options={"task_id": "HumanEval/53"})
+        assert env.step("```python\n    return x + y\n```")[1] == expected, scoring
+
+
+# ------------------------------------------------- official extraction: evalplus's sanitize as the oracle
+
+_FUNCS = ["def add(x, y):\n    return x + y", "def add(x, y):\n    return helper(x) + y  # note\n    # trailing",
+          "async def add(x, y):\n    return x", "def add(x, y, f=helper):\n    return f(x)",
+          "def add(x, y):\n    s = f'{helper(x)}'\n    return s", "def add(x, y):\n    return sorted([x], key=helper)",
+          "def add(x, y):\n    def inner():\n        return 1\n    return inner()", "def add(x, y):\n    print(x)",
+          "def add(x, y):\n    return x + y\n\n\n", "    return x + y", "return x + y",
+          "def add(x, y):\n    '''é ünïcode'''\n    return x+y", "@cache\ndef add(x, y):\n    return x",
+          "class add:\n    def __init__(self, a, b):\n        pass", "import math\ndef add(x, y):\n    return math.floor(x)"]
+_HELPERS = ["def helper(v):\n    return v", "helper = lambda v: v", "@decor\ndef helper(v):\n    return v",
+            "class helper:\n    pass", "def unused():\n    return 0", "X: int = 3", "a = 1; helper = 2", "helper: int",
+            "a, helper = 1, 2", "helper += 1", "import os as helper", "from math import *",
+            "if __name__ == '__main__':\n    print(add(1, 2))", "def helper(v):\n    return v\ndef helper(v):\n    return 2"]
+_PROSE = ["Here is the solution:", "Explanation", "This works because of math.", "", "Note: O(n) time.", "Test:",
+          "print(add(1, 2))", "assert add(1, 2) == 3", "    return x + y", "1. First step", "x = y = 3", "```",
+          "Output: 3", "# comment"]
+
+
+def _answer_set(seed: int, n: int = 25) -> list[str]:
+    """Answers made of prose, fenced blocks (several, any language tag) and bare code, in random order."""
+    import random
+    rng, texts = random.Random(seed), []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(1, 7)):
+            r = rng.random()
+            if r < 0.3:
+                parts.append(rng.choice(_PROSE))
+            elif r < 0.55:
+                parts.append(f"```{rng.choice(['python', '', 'py'])}\n{rng.choice(_FUNCS)}\n```")
+            elif r < 0.75:
+                parts.append(f"```python\n{rng.choice(_HELPERS)}\n```")
+            else:
+                parts.append(rng.choice(_FUNCS + _HELPERS))
+        texts.append("\n".join(parts) + rng.choice(["", "\n", "\n\n"]))
+    return texts
+
+
+def evalplus_sanitize(text: str, entry_point: str) -> str:
+    from evalplus.sanitize import sanitize as official
+    return official(text, entry_point)
+
+
+@pytest.mark.parametrize("text", [f + tail for f in _FUNCS for tail in ("", "\n", "\nIt adds.")]
+                         + [p + "\n" + h for p in _PROSE[:6] for h in _HELPERS])
+def test_official_extraction_equals_evalplus_sanitize_on_single_pieces(text):
+    assert sanitize(text, "add") == evalplus_sanitize(text, "add")
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_official_extraction_equals_evalplus_sanitize_on_mixed_answers(seed):
+    for text in _answer_set(seed):
+        assert sanitize(text, "add") == evalplus_sanitize(text, "add"), text
+
+
+def test_official_extraction_takes_the_longest_run_not_the_defining_block():
+    """Two fenced blocks: evalplus keeps the longest parseable run of the whole text, so a longer block that
+    does not define the entry point wins over a short one that does (the old per-block rule kept the latter)."""
+    text = ("```python\ndef add(x, y):\n    return x + y\n```\nTests:\n```python\nimport math\nfor i in range(3):\n"
+            "    print(i)\n    print(i * 2)\n    print(i * 3)\n```")
+    assert sanitize(text, "add") == evalplus_sanitize(text, "add") == "import math"
+
+
+def test_official_extraction_on_a_real_problem_uses_the_answer_alone(humaneval):
+    _, problems = humaneval
+    p = problems["HumanEval/53"]
+    text = f"Sure:\n```python\n{p['prompt']}{p['canonical_solution']}```\nTry add(1, 2)."
+    assert ep_judge.solution_from_answer(p, text) == evalplus_sanitize(text, "add")
 
 
 @pytest.mark.parametrize("text", ["", "no code at all", "```python\n(((\n```", "[" * 5000, "+" * 300_000])

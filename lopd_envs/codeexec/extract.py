@@ -5,10 +5,14 @@ answers by one set of rules and a fix lands in both."""
 from __future__ import annotations
 
 import ast
+import io
+import keyword
 import re
+import tokenize
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+\-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 MAX_SCAN_LINES = 400
+
 
 def syntax_ok(code: str) -> bool:
     try:
@@ -24,71 +28,136 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
 
 
 def longest_valid_span(text: str) -> str:
-    """The longest run of consecutive lines that parses as Python, counted in non-blank lines (evalplus's
-    ``code_extract`` rule). Quadratic, so long texts are only tried whole."""
+    """evalplus's ``code_extract`` rule (evalplus 0.3.1, ``sanitize.py``): among runs of two or more
+    consecutive lines that parse, the one with the most non-blank lines, the earliest (then the shortest)
+    on ties; the first line when no run parses. evalplus tries every pair of lines (cubic); here each start
+    line scans from the end and stops once it cannot beat the best, and trailing blank lines are trimmed,
+    which picks the same run. Texts over ``MAX_SCAN_LINES`` lines are only tried whole (a bound a hostile
+    answer cannot turn into minutes of parsing; a documented deviation)."""
     lines = text.split("\n")
     if len(lines) > MAX_SCAN_LINES:
         return text if syntax_ok(text) else ""
-    best, best_len = (0, -1), 0
-    for i in range(len(lines)):
-        for j in range(len(lines) - 1, i - 1, -1):
-            size = sum(1 for line in lines[i:j + 1] if line.strip())
+    counts = [0]
+    for line in lines:
+        counts.append(counts[-1] + (1 if line.strip() else 0))
+    best, best_len = (0, 0), 0
+    for i in range(len(lines) - 1):
+        for j in range(len(lines) - 1, i, -1):
+            size = counts[j + 1] - counts[i]
             if size <= best_len:
                 break
             if syntax_ok("\n".join(lines[i:j + 1])):
+                while j > i + 1 and not lines[j].strip():
+                    j -= 1
                 best, best_len = (i, j), size
                 break
-    return "\n".join(lines[best[0]:best[1] + 1]) if best[1] >= 0 else ""
+    return "\n".join(lines[best[0]:best[1] + 1])
 
 
-def _defined_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
+def _identifiers(source: str, node: ast.AST) -> set[str]:
+    """Every identifier in a definition, as tree-sitter (evalplus's parser) sees them: names, attributes,
+    parameters, keyword arguments, nested definitions (the tokens), plus names inside f-strings (the AST)."""
+    names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | \
         {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string):
+                names.add(tok.string)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        pass
+    return names
 
 
-def prune_to_entry_point(code: str, entry_point: str | None) -> str:
-    """Keep imports, and the top-level classes, functions (with a ``return``) and assignments the entry
-    point reaches, first definition of each name winning: the rules of evalplus's sanitiser, so test code,
-    prints and demo calls around the solution do not run."""
+def _definition(node: ast.AST, keep_decorated: bool) -> str | None:
+    """The name a top-level statement defines for the sanitiser, or None. evalplus (tree-sitter node types)
+    keeps classes, functions holding a ``return`` and assignments whose first target is a plain name (also
+    ``x: T`` without a value); a decorated definition is another node type there, so it is dropped unless
+    ``keep_decorated``."""
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        if node.decorator_list and not keep_decorated:
+            return None
+        if isinstance(node, ast.ClassDef) or any(isinstance(n, ast.Return) for n in ast.walk(node)):
+            return node.name
+        return None
+    if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id
+    return None
+
+
+def _block_end(lines: list[bytes], starts: list[int], node: ast.AST, end: int) -> int:
+    """Where tree-sitter ends a class or function: comments belong to its block, the one after its last
+    statement and the comment lines that follow at the body's indentation or deeper (blank lines between)."""
+    body_indent = node.body[0].col_offset
+    last = node.end_lineno - 1
+    if lines[last][node.end_col_offset:].strip().startswith(b"#"):
+        end = starts[last] + len(lines[last])
+    for k in range(last + 1, len(lines)):
+        stripped = lines[k].strip()
+        if not stripped:
+            continue
+        if not stripped.startswith(b"#") or len(lines[k]) - len(lines[k].lstrip()) < body_indent:
+            break
+        end = starts[k] + len(lines[k])
+    return end
+
+
+def prune_to_entry_point(code: str, entry_point: str | None, keep_decorated: bool = True) -> str:
+    """Keep imports, then the top-level classes, functions (with a ``return``) and assignments the entry
+    point reaches, first definition of each name winning, each cut out of the text exactly (so
+    ``a = 1; b = 2`` yields ``b = 2`` alone): evalplus's sanitiser rules, so test code, prints and demo
+    calls around the solution do not run. Returns "" when ``code`` does not parse."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return ""
-    lines = code.split("\n")
+    data = code.encode("utf-8")
+    starts = [0]
+    for line in data.split(b"\n"):
+        starts.append(starts[-1] + len(line) + 1)
+
+    lines = data.split(b"\n")
 
     def source(node: ast.AST) -> str:
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        return "\n".join(lines[start - 1:node.end_lineno])
+        first = getattr(node, "decorator_list", None) or [node]
+        begin = starts[first[0].lineno - 1] + first[0].col_offset - (1 if first[0] is not node else 0)
+        end = starts[node.end_lineno - 1] + node.end_col_offset
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            end = _block_end(lines, starts, node, end)
+        return data[begin:end].decode("utf-8", "replace")
 
     imports, defs, names = [], [], set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports.append(source(node))
             continue
-        name = None
-        if isinstance(node, ast.ClassDef):
-            name = node.name
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            if any(isinstance(n, ast.Return) for n in ast.walk(node)):
-                name = node.name
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            name = node.target.id
+        name = _definition(node, keep_decorated)
         if name and name not in names:
             names.add(name)
-            defs.append((name, node))
-    keep = {n for n, _ in defs}
+            defs.append((name, node, source(node)))
+    keep = {n for n, _, _ in defs}
     if entry_point:
-        deps = {n: _defined_names(node) for n, node in defs}
+        deps = {n: _identifiers(text, node) for n, node, text in defs}
         keep, queue = {entry_point}, [entry_point]
         while queue:
             for dep in deps.get(queue.pop(), ()):
                 if dep not in keep:
                     keep.add(dep)
                     queue.append(dep)
-    parts = imports + [source(node) for n, node in defs if n in keep]
+    parts = imports + [text for n, _, text in defs if n in keep]
     return "\n".join(parts).strip()
+
+
+def sanitize(text: str, entry_point: str | None) -> str:
+    """evalplus's ``sanitize`` for a chat model's answer (its pipeline passes the answer alone; the prompt
+    is prepended only for completion models): the longest parseable run of lines of the whole text (fence
+    lines never parse, so several blocks and the prose between compete as lines), pruned to what the entry
+    point reaches without decorated definitions; the run itself when pruning leaves nothing."""
+    if not isinstance(text, str):
+        return ""
+    code = longest_valid_span(text)
+    return prune_to_entry_point(code, entry_point, keep_decorated=False) or code
 
 
 def extract_code(text: str, entry_point: str | None = None) -> str:
@@ -106,7 +175,7 @@ def extract_code(text: str, entry_point: str | None = None) -> str:
             code = longest_valid_span(code)
     else:
         code = text if syntax_ok(text) else longest_valid_span(text)
-    if not code.strip():
+    if not code.strip() or not syntax_ok(code):
         return ""
     pruned = prune_to_entry_point(code, entry_point)
     return pruned or code.strip()

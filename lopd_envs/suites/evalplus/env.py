@@ -24,7 +24,7 @@ class CodeEpisode(CodeAnswerEpisode):
 
     def judge(self, text: str) -> tuple[dict[str, Any], str]:
         problem = self.task.data
-        solution = solution_from_answer(problem, text)
+        solution = solution_from_answer(problem, text, strict=self.env.scoring == "strict")
         if not solution:
             details = {"task_id": self.task.task_id, "passed": False, "base_status": "fail",
                        "plus_status": None if self.env.base_only else "fail",

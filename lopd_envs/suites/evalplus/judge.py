@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lopd_envs.codeexec.extract import defines, extract_code, fenced_blocks
+from lopd_envs.codeexec.extract import defines, extract_code, fenced_blocks, sanitize
 from lopd_envs.codeexec.functest import FunctionRun, Group, GroupOutcome, encode_inputs, run_function_tests
 from lopd_envs.sandbox import Sandbox
 from lopd_envs.suites.evalplus.groundtruth import Oracle
@@ -228,10 +228,18 @@ def encoded_inputs(problem: dict, group: str) -> str:
     return problem[key]
 
 
-def solution_from_answer(problem: dict, text: str) -> str:
-    """The complete program for an answer: the extracted function, or the prompt followed by the answer
-    when the answer is a completion of the prompt's function body."""
+def solution_from_answer(problem: dict, text: str, strict: bool = False) -> str:
+    """The program judged for an answer.
+
+    Official (evalplus's pipeline for chat models, ``codegen.py``): ``sanitize`` of the answer alone (see
+    :func:`lopd_envs.codeexec.extract.sanitize`); the prompt is prepended only for completion models, so a
+    body-only answer such as ``    return x + y`` stays a body and fails.
+    Strict: the fenced block that defines the entry point (the longest parseable stretch without fences),
+    and when the answer does not define it, the prompt followed by the answer (read as a completion of the
+    prompt's function body), the reading a human grader would give it."""
     ep = problem["entry_point"]
+    if not strict:
+        return sanitize(text, ep)
     code = extract_code(text, ep)
     if code and defines(code, ep):
         return code

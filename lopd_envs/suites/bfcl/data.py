@@ -7,13 +7,15 @@ times (vectorised use, tests), and the rows are never mutated after loading.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from lopd_envs.assets import Benchmark, Source, locate, read_jsonl, register
+from lopd_envs.assets import Benchmark, Source, locate, register
+from lopd_envs.datafile import DataFileError, line_numbers, read_jsonl
 
 SINGLE_TURN = (
     "simple", "multiple", "parallel", "parallel_multiple", "java", "javascript", "irrelevance",
@@ -91,28 +93,94 @@ def _key(path: Path) -> tuple[str, float]:
     return str(path.resolve()), os.path.getmtime(path)
 
 
+# what each row of each kind of file must hold (checked by the shared reader, which names file and line)
+SINGLE_TURN_FIELDS = {"id": str, "question": list, "function": list}
+MULTI_TURN_FIELDS = {"id": str, "question": list, "involved_classes": list, "initial_config": dict}
+ANSWER_FIELDS = {"id": str, "ground_truth": (list, dict, str)}
+DOC_FIELDS = {"name": str, "parameters": dict}
+
+
+def _fields_of(kind: str) -> dict[str, Any]:
+    return {"single_turn": SINGLE_TURN_FIELDS, "multi_turn": MULTI_TURN_FIELDS, "answer": ANSWER_FIELDS,
+            "doc": DOC_FIELDS}[kind]
+
+
 @lru_cache(maxsize=64)
-def _read(path: str, mtime: float) -> tuple[dict[str, Any], ...]:
-    return tuple(read_jsonl(Path(path)))
+def _read(path: str, mtime: float, kind: str) -> tuple[dict[str, Any], ...]:
+    return tuple(read_jsonl(Path(path), _fields_of(kind)))
 
 
 def load_rows(category: str, data_dir: str | None = None) -> list[tuple[dict[str, Any], Any]]:
     """``(entry, ground_truth)`` pairs of one category in file order; ground truth is ``None`` for the
-    categories scored without one."""
-    entries = _read(*_key(locate(BFCL_V3, question_file(category), data_dir)))
+    categories scored without one. Every entry must have its answer (matched by id, as BFCL does)."""
+    qpath = locate(BFCL_V3, question_file(category), data_dir)
+    entries = _read(*_key(qpath), "multi_turn" if is_multi_turn(category) else "single_turn")
+    if is_multi_turn(category):
+        _check_multi_turn(qpath, entries, data_dir)
     if category in NO_ANSWER:
         return [(e, None) for e in entries]
-    answers = {a["id"]: a["ground_truth"] for a in _read(*_key(locate(BFCL_V3, answer_file(category), data_dir)))}
-    missing = [e["id"] for e in entries if e["id"] not in answers]
+    apath = locate(BFCL_V3, answer_file(category), data_dir)
+    answers = {a["id"]: a["ground_truth"] for a in _read(*_key(apath), "answer")}
+    missing = [(n, e["id"]) for n, e in zip(line_numbers(qpath), entries) if e["id"] not in answers]
     if missing:
-        raise ValueError(f"BFCL-v3 {category}: no possible answer for {missing[:3]} ({len(missing)} in all)")
+        (line, first), count = missing[0], len(missing)
+        raise DataFileError(apath, f"no possible answer for {first!r} (asked at {qpath}:{line}; "
+                                   f"{count} question(s) in all lack one)")
     return [(e, answers[e["id"]]) for e in entries]
 
 
+def _class_methods(source: Path, class_name: str) -> set[str] | None:
+    """The public method names of a simulated API class, read from its source with ``ast`` (never run):
+    the functions its doc file must describe. None when the class is not found in the file."""
+    tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return {f.name for f in node.body
+                    if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and not f.name.startswith("_")}
+    return None
+
+
+@lru_cache(maxsize=64)
+def _checked_docs(doc_path: str, doc_mtime: float, source_path: str, source_mtime: float,
+                  class_name: str) -> tuple[dict[str, Any], ...]:
+    docs = _read(doc_path, doc_mtime, "doc")
+    methods = _class_methods(Path(source_path), class_name)
+    if methods is None:
+        raise DataFileError(source_path, f"defines no class {class_name}")
+    missing = sorted(methods - {d["name"] for d in docs})
+    if missing:  # a short doc file would silently offer the model fewer tools than the category has
+        raise DataFileError(doc_path, f"describes {len(docs)} functions but {class_name} has {len(methods)}; "
+                                      f"missing: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    return docs
+
+
+def _check_multi_turn(qpath: Path, entries: Sequence[dict[str, Any]], data_dir: str | None) -> None:
+    """Every involved class is a known API and every held-out function is one of its documented ones;
+    otherwise the task would silently lose the function instead of offering it later."""
+    for line, entry in zip(line_numbers(qpath), entries):
+        unknown = [c for c in entry["involved_classes"] if c not in API_MODULES]
+        if unknown:
+            raise DataFileError(qpath, f"unknown API class {unknown[0]!r} in {entry['id']}", line)
+        missed = entry.get("missed_function") or {}
+        if not isinstance(missed, dict):
+            raise DataFileError(qpath, f"'missed_function' must be an object in {entry['id']}", line)
+        names = {d["name"] for c in entry["involved_classes"] for d in load_api_docs(c, data_dir)}
+        absent = [n for held in missed.values() for n in (held if isinstance(held, list) else [held])
+                  if n not in names]
+        if absent:
+            raise DataFileError(qpath, f"held-out function {absent[0]!r} of {entry['id']} is not documented "
+                                       f"by {', '.join(entry['involved_classes'])}", line)
+
+
 def load_api_docs(class_name: str, data_dir: str | None = None) -> tuple[dict[str, Any], ...]:
-    """The function docs of one simulated API class (``multi_turn_func_doc/<module>.json``)."""
-    path = locate(BFCL_V3, api_doc_file(API_MODULES[class_name]), data_dir)
-    return _read(*_key(path))
+    """The function docs of one simulated API class (``multi_turn_func_doc/<module>.json``), checked to
+    describe every public method of the class (from its source file), so a short file is an error."""
+    if class_name not in API_MODULES:
+        raise ValueError(f"BFCL-v3: unknown API class {class_name!r} (known: {', '.join(API_MODULES)})")
+    module = API_MODULES[class_name]
+    doc = locate(BFCL_V3, api_doc_file(module), data_dir)
+    source = locate(BFCL_V3, api_source_file(module), data_dir)
+    return _checked_docs(*_key(doc), *_key(source), class_name)
 
 
 def api_source_path(module: str, data_dir: str | None = None) -> Path:

@@ -1,5 +1,7 @@
-"""HumanEval+ / MBPP+ data: the release files (declared here with their pinned sources and hashes) and
-evalplus's own loaders, so that inputs are deserialised exactly as evalplus does it."""
+"""HumanEval+ / MBPP+ data: the release files (declared here with their pinned sources and hashes, and
+MBPP+'s pre-release as a stand-in for its release), read through lopd's one data reader (so a broken
+``.jsonl.gz`` is one error naming the file and line) and then evalplus's own steps, so that inputs are
+deserialised exactly as evalplus does it."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import threading
 from pathlib import Path
 
 from lopd_envs import assets
+from lopd_envs.datafile import DataFileError, iter_jsonl
 
 HUMANEVAL_FILE = "HumanEvalPlus-v0.1.10.jsonl.gz"
 MBPP_FILE = "MbppPlus-v0.2.0.jsonl.gz"
@@ -18,24 +21,22 @@ EVALPLUS = assets.register(assets.Benchmark("evalplus", "EvalPlus (HumanEval+ / 
         "272720b90ac375502c8ed23cd791c2a93dfb22a911641a494da74a426c09f101"),
     MBPP_FILE: assets.Source(
         "url", "https://github.com/evalplus/mbppplus_release/releases/download/v0.2.0/MbppPlus-v0.2.0.jsonl.gz"),
-}))
+}, stand_ins={MBPP_FILE: "MbppPlus-*.jsonl*"}))
+
+# what every problem row must hold (evalplus's completeness check, plus what the envs read)
+PROBLEM_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_solution": str,
+                  "contract": str, "base_input": list, "plus_input": (list, dict), "atol": (int, float)}
 
 
 def dataset_path(dataset: str, data_dir: str | None = None, version: str = "auto") -> Path:
     """Where the dataset file is. MBPP+: ``version="auto"`` takes the official v0.2.0 when present, else a
-    pre-release ``MbppPlus-*.jsonl.gz`` found in a data folder, else downloads v0.2.0."""
+    pre-release ``MbppPlus-*.jsonl.gz`` found in a data folder (its declared stand-in), else downloads
+    v0.2.0; ``"v0.2.0"`` takes the release only; another tag names a pre-release file."""
     if dataset == "humaneval":
         return assets.locate(EVALPLUS, HUMANEVAL_FILE, data_dir)
-    wanted = MBPP_FILE if version in ("auto", "v0.2.0") else f"MbppPlus-{version}.jsonl.gz"
-    for folder in assets.candidate_dirs(EVALPLUS.name, data_dir):
-        if (folder / wanted).exists():
-            return folder / wanted
-    if version == "auto":
-        for folder in assets.candidate_dirs(EVALPLUS.name, data_dir):
-            found = sorted(folder.glob("MbppPlus-*.jsonl*")) if folder.is_dir() else []
-            if found:
-                return found[-1]
-    return assets.locate(EVALPLUS, wanted, data_dir)
+    if version in ("auto", "v0.2.0"):
+        return assets.locate(EVALPLUS, MBPP_FILE, data_dir, stand_in=version == "auto")
+    return assets.locate(EVALPLUS, f"MbppPlus-{version}.jsonl.gz", data_dir)
 
 
 _problem_cache: dict[str, dict[str, dict]] = {}
@@ -43,19 +44,24 @@ _problem_lock = threading.Lock()
 
 
 def load_problems(dataset: str, path: Path) -> dict[str, dict]:
-    """Problems by task id, read with evalplus's loaders (MBPP+ inputs deserialised to tuples, sets...)."""
+    """Problems by task id (MBPP+ inputs deserialised by evalplus to tuples, sets...). Rows are read by
+    :func:`lopd_envs.datafile.read_jsonl`, which handles the gzip and names the file and line of a bad row."""
     from evalplus.data.mbpp import mbpp_deserialize_inputs
-    from evalplus.data.utils import completeness_check, stream_jsonl
 
     key = f"{dataset}:{path}"
     with _problem_lock:
         if key not in _problem_cache:
-            problems = {t["task_id"]: t for t in stream_jsonl(str(path))}
+            problems: dict[str, dict] = {}
+            for line, task in iter_jsonl(path, PROBLEM_FIELDS):
+                if task["task_id"] in problems:
+                    raise DataFileError(path, f"task {task['task_id']!r} appears twice", line)
+                problems[task["task_id"]] = task
+            if not problems:
+                raise DataFileError(path, "the file holds no problems (empty)")
             if dataset == "mbpp":
                 for task_id, task in problems.items():
                     task["base_input"] = mbpp_deserialize_inputs(task_id, task["base_input"])
                     task["plus_input"] = mbpp_deserialize_inputs(task_id, task["plus_input"])
-            completeness_check("HumanEval+" if dataset == "humaneval" else "MBPP+", problems)
             _problem_cache[key] = problems
         return _problem_cache[key]
 

@@ -16,18 +16,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lopd_envs import assets
+from lopd_envs.datafile import read_jsonl
 
 log = logging.getLogger(__name__)
 
 HUB_REPO = "livecodebench/code_generation_lite"
 SAMPLES = Path(__file__).with_name("samples.jsonl")
 MAX_PRIVATE_BYTES = 1 << 31
-
-LIVECODEBENCH = assets.register(assets.Benchmark(
-    "livecodebench", "LiveCodeBench (code_generation_lite)", {},
-    note=f"LiveCodeBench's problems live on the Hugging Face hub ({HUB_REPO}): put its test*.jsonl files in "
-         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems."))
-
 
 class _StringsOnly(pickle.Unpickler):
     """Unpickles plain data only: any reference to a class or function (the way pickle runs code) is
@@ -75,8 +70,24 @@ def release_files(version: str) -> list[str]:
     raise ValueError(f"unknown LiveCodeBench release_version {version!r} (release_v1..release_v6, vN, vA_vB)")
 
 
+LATEST_RELEASE = "release_v6"
+
+
+def _hub_files() -> dict[str, assets.Source]:
+    """Every release file of the latest release tag, each fetched from the hub repository."""
+    return {name: assets.Source("hf", HUB_REPO) for name in release_files(LATEST_RELEASE)}
+
+
+LIVECODEBENCH = assets.register(assets.Benchmark(
+    "livecodebench", "LiveCodeBench (code_generation_lite)", _hub_files(),
+    note=f"LiveCodeBench's problems live on the Hugging Face hub ({HUB_REPO}): put its test*.jsonl files in "
+         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems."))
+
+
 def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[list[Path], str]:
-    """The jsonl files to read and a label of where they came from."""
+    """The jsonl files to read and a label of where they came from (``"samples"`` for our bundled ones).
+    Local folders first, then the hub through :mod:`lopd_envs.assets` (which probes it once per process
+    and honours ``HF_HUB_OFFLINE``, so an offline machine falls back at once instead of after retries)."""
     if path:
         p = Path(path)
         files = sorted(p.glob("test*.jsonl")) if p.is_dir() else [p]
@@ -87,22 +98,32 @@ def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[li
     for folder in assets.candidate_dirs(LIVECODEBENCH.name, data_dir):
         if all((folder / f).exists() for f in wanted):
             return [folder / f for f in wanted], str(folder)
-    if not assets.offline():
-        try:
-            from huggingface_hub import hf_hub_download
-            files = [Path(hf_hub_download(HUB_REPO, f, repo_type="dataset")) for f in wanted]
-            return files, f"hub:{HUB_REPO}"
-        except Exception as exc:  # noqa: BLE001 - offline or no hub client: fall back below
-            log.warning("LiveCodeBench: hub download failed (%s); using the bundled sample problems", exc)
-    else:
-        log.warning("LiveCodeBench: no local files for %s and offline; using the bundled sample problems", version)
-    return [SAMPLES], "samples"
+    try:
+        files = [_hub_file(f, data_dir) for f in wanted]
+    except (assets.AssetMissing, OSError) as exc:
+        lines = str(exc).splitlines() or [repr(exc)]
+        why = next((line for line in lines if line.startswith("Reason")), lines[0])
+        log.warning("LiveCodeBench: no release files for %s (%s); using the bundled sample problems", version, why)
+        return [SAMPLES], "samples"
+    return files, f"hub:{HUB_REPO}"
+
+
+def _hub_file(name: str, data_dir: str | None) -> Path:
+    """One release file: a local copy, the hub's cache, or a download (``hf_hub_download``)."""
+    if name in LIVECODEBENCH.files:
+        return assets.locate(LIVECODEBENCH, name, data_dir)
+    return assets.hub_cached(HUB_REPO, name) or assets.hub_download(HUB_REPO, name)
+
+
+ROW_FIELDS = {"question_id": str, "question_content": str, "public_test_cases": str,
+              "private_test_cases": str}
 
 
 def read_rows(files: Iterable[Path]) -> list[dict]:
+    """Rows of the release files through the one data reader (file and line named on a bad row)."""
     rows = []
     for f in files:
-        rows.extend(assets.read_jsonl(f))
+        rows.extend(read_jsonl(f, ROW_FIELDS))
     return rows
 
 

@@ -14,10 +14,11 @@ ratio env / in-process for each.
 
     python benchmarks/envscaler_throughput.py [--repeat 3] [--json out.json]
 
-Measured on the development machine (2 shared cores, bubblewrap), repeat 3: whole episodes 73 steps/s
-(env) vs 7,900 steps/s (in-process), ratio 0.0093; tool-call steps 5,000/s vs 122,000/s, ratio 0.041.
-A tool call costs ~0.2 ms through the sandbox; an episode's fixed cost is ~40 ms (worker start, instance,
-two check passes).
+Measured on the development machine (2 cores shared with other jobs, load average ~8, bubblewrap),
+repeat 3: whole episodes 29.6 steps/s (env) vs 603 steps/s (in-process), ratio 0.049; tool-call steps
+510/s vs 61,800/s, ratio 0.0082. On that machine one sandboxed call costs 0.4-0.7 ms end to end (session
+alone: ~0.1 ms per request) and an episode's fixed cost is ~60-100 ms, mostly the forked checks and the
+instance creation; the worker's boot is hidden by the spare that each env keeps booting.
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ class Benchmark:
     # relative path -> glob of local files that stand in for it when it is absent (MBPP+'s pre-release for
     # the official release): found before any download, and reported as a stand-in
     stand_ins: dict[str, str] = field(default_factory=dict)
+    fallback: str = ""  # what the env loads when files are missing (said by ``lopd assets where``)
 
 
 def cache_dir() -> Path:

@@ -47,7 +47,8 @@ def _describe(env_id: str, entry_point: str, variant: dict, data_dir: str | None
         print(f"{label}\n  error: {type(exc).__name__}: {exc}")
         return
     counts = collections.Counter(t.category for t in env.tasks)
-    print(f"{label}  ({len(env.tasks)} tasks, data found)")
+    origin = getattr(env, "data_origin", None) or "data found"  # an env may say what it actually loaded
+    print(f"{label}  ({len(env.tasks)} tasks, {origin})")
     for category, n in counts.items():
         print(f"  {category:<40} {n:>6}")
 
@@ -61,9 +62,9 @@ def assets_fetch(names: Sequence[str]) -> int:
             return 2
         bench = assets.benchmarks()[name]
         try:
-            for rel in tqdm(list(bench.files), desc=f"fetch {name}", unit="file"):
-                assets.locate(bench, rel)
-            print(f"{name}: ready in {assets.candidate_dirs(name)[-1]}")
+            paths = [assets.locate(bench, rel) for rel in tqdm(list(bench.files), desc=f"fetch {name}", unit="file")]
+            folders = sorted({str(p.parent) for p in paths})
+            print(f"{name}: ready ({len(paths)} files) in {', '.join(folders)}")
         except assets.AssetMissing as exc:
             print(str(exc), file=sys.stderr)
             status = 1
@@ -75,9 +76,16 @@ def assets_where(name: str, data_dir: str | None) -> int:
     if bench is None:
         print(f"unknown benchmark {name!r}; choose from: {', '.join(assets.benchmarks())}", file=sys.stderr)
         return 2
-    for rel in bench.files:
-        found = next((d / rel for d in assets.candidate_dirs(name, data_dir) if (d / rel).exists()), None)
-        print(f"{rel}: {found or 'missing'}")
+    missing = 0
+    for rel, source in bench.files.items():
+        found, stand_in = assets.find_local(bench, rel, data_dir)  # the env's own resolution, no download
+        if found is None:
+            missing += 1
+            print(f"{rel}: missing (source: {assets.describe(source)})")
+        else:
+            print(f"{rel}: {found}" + (" (a stand-in: the env loads it in place of this file)" if stand_in else ""))
+    if missing and bench.fallback:
+        print(f"without the missing files the env loads: {bench.fallback}")
     return 0
 
 

@@ -110,3 +110,85 @@ def test_every_suite_declares_its_benchmark_to_the_registry():
     declared = assets.benchmarks()
     assert {"bfcl_v3", "acebench", "evalplus", "livecodebench"} <= set(declared)
     assert declared["bfcl_v3"] is BFCL_V3 and declared["acebench"] is ACEBENCH
+
+
+@pytest.fixture
+def hub(isolated, monkeypatch):
+    """A fresh per-process hub state and a stand-in probe that counts its calls."""
+    calls = []
+    monkeypatch.setattr(assets, "_hub_state", {})
+    monkeypatch.setenv("HF_HOME", str(isolated / "hf"))
+
+    def probe(endpoint):
+        calls.append(endpoint)
+        return f"the hub at {endpoint} is unreachable (test)"
+    monkeypatch.setattr(assets, "_probe", probe)
+    return calls
+
+
+def test_hub_offline_is_decided_once_per_process_and_env_falls_back_at_once(hub, monkeypatch):
+    import time
+
+    import huggingface_hub
+
+    def no_download(*a, **k):
+        raise AssertionError("hf_hub_download must not be tried once the hub is known unreachable")
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", no_download)
+    from lopd_envs.suites.livecodebench.env import LiveCodeBenchEnv
+
+    start = time.monotonic()
+    for _ in range(3):
+        env = LiveCodeBenchEnv()
+        assert env.source == "samples" and len(env.tasks) == 6
+    assert time.monotonic() - start < 5 and len(hub) == 1
+
+
+def test_hf_hub_offline_is_respected_without_probing(hub, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert assets.hub_offline_reason() == "HF_HUB_OFFLINE is set" and hub == []
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv(assets.OFFLINE_ENV, "1")
+    assert assets.hub_offline_reason() == f"{assets.OFFLINE_ENV} is set" and hub == []
+
+
+def test_probe_of_an_unreachable_endpoint_is_short():
+    import socket
+    import time
+
+    with socket.socket() as s:  # a port nobody listens on: bound, never accepted
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    reason = assets._probe(f"http://127.0.0.1:{port}")
+    assert reason and "unreachable" in reason and time.monotonic() - start < assets.HUB_PROBE_TIMEOUT + 1
+
+
+def test_reachable_hub_takes_the_real_download_path(hub, monkeypatch, isolated):
+    import huggingface_hub
+
+    from lopd_envs.suites.livecodebench.data import SAMPLES, find_files
+
+    monkeypatch.setattr(assets, "_probe", lambda endpoint: None)
+    asked = []
+
+    def download(repo, filename, repo_type=None):
+        asked.append((repo, filename, repo_type))
+        return str(SAMPLES)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    files, origin = find_files(None, None, "release_v2")
+    assert origin == "hub:livecodebench/code_generation_lite" and files == [SAMPLES, SAMPLES]
+    assert asked == [("livecodebench/code_generation_lite", "test.jsonl", "dataset"),
+                     ("livecodebench/code_generation_lite", "test2.jsonl", "dataset")]
+
+
+def test_stand_in_is_found_before_any_download_and_only_when_allowed(isolated, monkeypatch):
+    bench = Benchmark("demo", "Demo", {"R-1.0.jsonl": Source("url", "https://example.invalid/R-1.0.jsonl")},
+                      stand_ins={"R-1.0.jsonl": "R-*.jsonl*"})
+    pre = _put(isolated / "cache" / "demo" / "R-pre.jsonl.gz", "x")
+    assert assets.find_local(bench, "R-1.0.jsonl") == (pre, True)
+    assert assets.locate(bench, "R-1.0.jsonl") == pre
+    monkeypatch.setenv(assets.OFFLINE_ENV, "1")
+    with pytest.raises(AssetMissing, match="R-1.0.jsonl"):
+        assets.locate(bench, "R-1.0.jsonl", stand_in=False)
+    real = _put(isolated / "cache" / "demo" / "R-1.0.jsonl", "y")
+    assert assets.find_local(bench, "R-1.0.jsonl") == (real, False)

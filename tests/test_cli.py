@@ -27,3 +27,41 @@ def test_assets_where_and_unknown_benchmark(capsys):
     assert main(["assets", "where", "evalplus"]) == 0
     assert "HumanEvalPlus-v0.1.10.jsonl.gz:" in capsys.readouterr().out
     assert main(["assets", "fetch", "nope"]) == 2
+
+
+def test_envs_list_says_what_each_env_loads(capsys, monkeypatch):
+    """LiveCodeBench with only its 6 bundled problems says so; MBPP+ names the pre-release it stands in."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["envs", "list"]) == 0
+    out = capsys.readouterr().out
+    lcb = next(line for line in out.splitlines() if line.startswith("lopd/LiveCodeBench-v0"))
+    assert "(6 tasks, bundled samples (6)" in lcb and "data found" not in lcb
+    mbpp = next(line for line in out.splitlines() if line.startswith("lopd/MBPPPlus-v0"))
+    assert "MbppPlus-prerelease-767efcc.jsonl.gz (stand-in for MbppPlus-v0.2.0.jsonl.gz)" in mbpp
+
+
+def test_assets_where_knows_the_mbpp_prerelease_and_livecodebench(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no hub cache either
+    assert main(["assets", "where", "evalplus"]) == 0
+    out = capsys.readouterr().out
+    assert "MbppPlus-v0.2.0.jsonl.gz: " in out and "MbppPlus-prerelease-767efcc.jsonl.gz (a stand-in" in out
+    assert "missing" not in out
+    assert main(["assets", "where", "livecodebench"]) == 0
+    out = capsys.readouterr().out
+    assert "test.jsonl: missing (source: Hugging Face dataset livecodebench/code_generation_lite)" in out
+    assert "test6.jsonl: missing" in out and "the env loads: bundled samples (6" in out
+
+
+def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys, monkeypatch, tmp_path):
+    import time
+
+    monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["assets", "fetch", "evalplus"]) == 0
+    assert "evalplus: ready (2 files)" in capsys.readouterr().out
+    start = time.monotonic()
+    assert main(["assets", "fetch", "livecodebench"]) == 1
+    assert time.monotonic() - start < 5
+    assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err

@@ -39,6 +39,14 @@ def dataset_path(dataset: str, data_dir: str | None = None, version: str = "auto
     return assets.locate(EVALPLUS, f"MbppPlus-{version}.jsonl.gz", data_dir)
 
 
+def origin_label(path: Path) -> str:
+    """What ``lopd envs list`` says the env loaded (a pre-release standing in for a release says so)."""
+    if path.name in EVALPLUS.files:
+        return f"data found: {path}"
+    stood_for = next((rel for rel, pattern in EVALPLUS.stand_ins.items() if path.match(pattern)), None)
+    return f"data found: {path} (stand-in for {stood_for})" if stood_for else f"data found: {path}"
+
+
 _problem_cache: dict[str, dict[str, dict]] = {}
 _problem_lock = threading.Lock()
 

@@ -81,7 +81,9 @@ def _hub_files() -> dict[str, assets.Source]:
 LIVECODEBENCH = assets.register(assets.Benchmark(
     "livecodebench", "LiveCodeBench (code_generation_lite)", _hub_files(),
     note=f"LiveCodeBench's problems live on the Hugging Face hub ({HUB_REPO}): put its test*.jsonl files in "
-         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems."))
+         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems.",
+    fallback=f"bundled samples ({sum(1 for line in SAMPLES.open() if line.strip())}, {SAMPLES.name} in lopd), "
+             "not the benchmark"))
 
 
 def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[list[Path], str]:
@@ -113,6 +115,13 @@ def _hub_file(name: str, data_dir: str | None) -> Path:
     if name in LIVECODEBENCH.files:
         return assets.locate(LIVECODEBENCH, name, data_dir)
     return assets.hub_cached(HUB_REPO, name) or assets.hub_download(HUB_REPO, name)
+
+
+def origin_label(source: str, n_rows: int) -> str:
+    """What ``lopd envs list`` says the env loaded: our bundled samples are not LiveCodeBench's data."""
+    if source == "samples":
+        return f"bundled samples ({n_rows}), not the benchmark: no release files found or downloadable"
+    return f"data found: {source} ({n_rows} problems)"
 
 
 ROW_FIELDS = {"question_id": str, "question_content": str, "public_test_cases": str,

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
 from lopd_envs.codeexec.extract import extract_code, syntax_ok
 from lopd_envs.tasks import Task, select
-from lopd_envs.suites.livecodebench.data import SAMPLES, find_files, parse_date, problem_from_row, read_rows, with_tests
+from lopd_envs.suites.livecodebench.data import (SAMPLES, find_files, origin_label, parse_date, problem_from_row,
+                                                 read_rows, with_tests)
 from lopd_envs.suites.livecodebench.judge import TIMEOUT, evaluate, official_extract
 from lopd_envs.trace import compact
 
@@ -84,7 +85,9 @@ class LiveCodeBenchEnv(CodeEnv):
             files, self.source = find_files(self.path, data_dir, self.release_version)
         start = datetime.strptime(self.start_date, "%Y-%m-%d") if self.start_date else None
         end = datetime.strptime(self.end_date, "%Y-%m-%d") if self.end_date else None
-        for row in read_rows(files):
+        rows = read_rows(files)
+        self.data_origin = origin_label(self.source, len(rows))
+        for row in rows:
             problem = problem_from_row(row)
             date = parse_date(problem["contest_date"]) if problem["contest_date"] else None
             if (start and date and date < start) or (end and date and date > end):

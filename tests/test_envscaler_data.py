@@ -196,6 +196,7 @@ def test_hub_download_picks_the_known_file_names(tmp_path, monkeypatch):
 
     stub = types.SimpleNamespace(list_repo_files=list_repo_files, hf_hub_download=hf_hub_download)
     monkeypatch.setitem(sys.modules, "huggingface_hub", stub)
+    monkeypatch.setattr(assets, "hub_offline_reason", lambda endpoint=None: None)  # the stub hub is "online"
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.delenv("LOPD_OFFLINE", raising=False)
     monkeypatch.setenv("LOPD_DATA_DIR", str(tmp_path / "empty"))
@@ -204,3 +205,13 @@ def test_hub_download_picks_the_known_file_names(tmp_path, monkeypatch):
     assert ds.origin == "official" and [s.task_id for s in ds.scenarios] == ["0912-101530"]
     assert fetched == [("XXHStudyHard/EnvScaler-191-Env", "191_env_metadata.json"),
                        ("XXHStudyHard/EnvScaler-RL-Scenario", "rl_scenario_metadata.json")]
+
+
+def test_a_truncated_metadata_file_names_its_path(tmp_path):
+    from lopd_envs.datafile import DataFileError
+
+    folder = write_release(tmp_path, {"env_1": release_env()}, [release_scenario()]) / "envscaler"
+    meta = folder / "191_env_metadata.json"
+    meta.write_text(meta.read_text()[:200])
+    with pytest.raises(DataFileError, match="191_env_metadata.json"):
+        data.load_dataset("official", "rl", str(tmp_path))

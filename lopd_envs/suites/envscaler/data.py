@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from lopd_envs import assets
+from lopd_envs import assets, datafile
 
 log = logging.getLogger(__name__)
 
@@ -168,14 +167,9 @@ def parse_scenarios(data: Any, origin: str) -> list[Scenario]:
 
 
 def read_json(path: Path) -> Any:
-    """A ``.json`` file, or a ``.jsonl`` file as a list of rows."""
-    if path.suffix == ".jsonl":
-        return assets.read_jsonl(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"{path}: not valid JSON ({exc})") from None
+    """A ``.json`` file, or a ``.jsonl`` file as a list of rows (through lopd's one data-file reader, so a
+    corrupt file names its path and line)."""
+    return datafile.read_jsonl(path) if path.suffix == ".jsonl" else datafile.read_json(path)
 
 
 # ----------------------------------------------------------------------------------- locating
@@ -187,10 +181,6 @@ def _local(names: Sequence[str], data_dir: str | None) -> Path | None:
                 if candidate.is_file():
                     return candidate
     return None
-
-
-def _hub_allowed() -> bool:
-    return not assets.offline() and os.environ.get("HF_HUB_OFFLINE", "") in ("", "0")
 
 
 def _from_hub(dataset: str, names: Sequence[str]) -> Path:
@@ -214,8 +204,8 @@ def locate(kind: str, data_dir: str | None, hub: bool = True) -> Path:
     found = _local(names, data_dir)
     if found is not None:
         return found
-    reason = "offline (LOPD_OFFLINE or HF_HUB_OFFLINE set)"
-    if hub and _hub_allowed():
+    reason = assets.hub_offline_reason() if hub else "the hub was not asked"
+    if reason is None:
         try:
             return _from_hub(HUB_DATASETS[kind], names)
         except ImportError:

@@ -9,15 +9,26 @@ accepts all of them and decides afterwards what a call means for scoring:
   :mod:`ast` and only literal values are accepted: model text is never evaluated.
 
 A structured assistant message (``{"role": "assistant", "content", "tool_calls"}``) is taken as it is.
+
+Whatever the syntax, a call's arguments are normalised when the action is parsed, by the one rule of
+:func:`lopd_envs.trace.json_value`: plain JSON data (tuples become lists), bounded in depth, size and
+integer width; anything else (bytes, sets, objects, NaN, non-string keys, 10**5000) makes the action a
+parse error, which the env answers with an error observation. So suites, the conversation history and the
+trace only ever see values that survive a JSON round trip, and nothing recursive meets unbounded input.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from lopd_envs.trace import NotJSON, json_value
+
+log = logging.getLogger(__name__)
 
 MAX_ACTION_CHARS = 200_000
 
@@ -146,6 +157,35 @@ def _strip_fence(text: str) -> str:
     return m.group(1).strip() if m else text.strip()
 
 
+def _source(node: ast.AST, limit: int = 200) -> str:
+    """A node's source for an error message; ``ast.unparse`` itself fails on integers beyond Python's
+    int-string limit and on very deep trees."""
+    try:
+        return ast.unparse(node)[:limit]
+    except (ValueError, RecursionError, MemoryError):
+        return f"<{type(node).__name__} expression>"
+
+
+def _arguments(value: Any, name: str) -> dict[str, Any]:
+    """A call's arguments as JSON data (:func:`json_value`), or the :class:`ToolCallError` saying why not."""
+    try:
+        value = json_value(value, max_chars=MAX_ACTION_CHARS)
+    except NotJSON as exc:
+        raise ToolCallError(f"arguments of {name!r}: {exc}") from None
+    if not isinstance(value, dict):
+        raise ToolCallError(f"arguments of {name!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` with every way it fails on model text as a :class:`ToolCallError` (it raises
+    ``ValueError`` for integers beyond Python's int-string limit and ``RecursionError`` for deep nesting)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        raise ToolCallError(f"invalid JSON: {str(exc)[:200]}") from None
+
+
 def _call_from_json(obj: Any) -> ToolCall:
     if not isinstance(obj, dict):
         raise ToolCallError(f"a tool call must be a JSON object, got {type(obj).__name__}")
@@ -157,21 +197,14 @@ def _call_from_json(obj: Any) -> ToolCall:
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
+            args = _loads(args) if args.strip() else {}
+        except ToolCallError as exc:
             raise ToolCallError(f"arguments of {name!r} are not valid JSON: {exc}") from None
-    if args is None:
-        args = {}
-    if not isinstance(args, dict):
-        raise ToolCallError(f"arguments of {name!r} must be an object, got {type(args).__name__}")
-    return ToolCall(name, args)
+    return ToolCall(str.__str__(name), _arguments({} if args is None else args, name))
 
 
 def _calls_from_json_text(text: str) -> list[ToolCall]:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise ToolCallError(f"invalid JSON: {exc}") from None
+    data = _loads(text)
     items = data if isinstance(data, list) else [data]
     return [_call_from_json(item) for item in items]
 
@@ -181,7 +214,7 @@ def _dotted_name(node: ast.AST) -> str:
         return node.id
     if isinstance(node, ast.Attribute):
         return f"{_dotted_name(node.value)}.{node.attr}"
-    raise ToolCallError(f"function name must be a dotted identifier, got {ast.unparse(node)!r}")
+    raise ToolCallError(f"function name must be a dotted identifier, got {_source(node)!r}")
 
 
 def literal_value(node: ast.AST, names_as_strings: bool = False) -> Any:
@@ -192,26 +225,14 @@ def literal_value(node: ast.AST, names_as_strings: bool = False) -> Any:
     if names_as_strings and isinstance(node, (ast.List, ast.Tuple)):
         return [literal_value(e, True) for e in node.elts]
     if names_as_strings and isinstance(node, ast.Dict) and None not in node.keys:
-        return {literal_value(k, True): literal_value(v, True) for k, v in zip(node.keys, node.values)}
+        try:
+            return {literal_value(k, True): literal_value(v, True) for k, v in zip(node.keys, node.values)}
+        except TypeError:
+            raise ToolCallError(f"unhashable dictionary key in {_source(node)!r}") from None
     try:
-        value = ast.literal_eval(node)
+        return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        raise ToolCallError(f"argument value is not a literal: {ast.unparse(node)[:200]!r}") from None
-    return _json_like(value)
-
-
-def _json_like(value: Any) -> Any:
-    """Tuples become lists; sets, bytes, complex and Ellipsis have no JSON form, so they are refused
-    (arguments must survive the trace's JSON round trip)."""
-    if isinstance(value, (list, tuple)):
-        return [_json_like(v) for v in value]
-    if isinstance(value, dict):
-        if not all(isinstance(k, (str, int, float, bool)) or k is None for k in value):
-            raise ToolCallError("dictionary keys must be strings or numbers")
-        return {k: _json_like(v) for k, v in value.items()}
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise ToolCallError(f"argument value of type {type(value).__name__} is not allowed")
+        raise ToolCallError(f"argument value is not a literal: {_source(node)!r}") from None
 
 
 def parse_python_calls(text: str, names_as_strings: bool = False) -> list[ToolCall]:
@@ -228,15 +249,16 @@ def parse_python_calls(text: str, names_as_strings: bool = False) -> list[ToolCa
     calls = []
     for node in elements:
         if not isinstance(node, ast.Call):
-            raise ToolCallError(f"expected a function call, got {ast.unparse(node)[:200]!r}")
+            raise ToolCallError(f"expected a function call, got {_source(node)!r}")
         if node.args:
-            raise ToolCallError(f"positional arguments are not allowed in {ast.unparse(node)[:200]!r}")
+            raise ToolCallError(f"positional arguments are not allowed in {_source(node)!r}")
         kwargs = {}
         for kw in node.keywords:
             if kw.arg is None:
                 raise ToolCallError("**kwargs unpacking is not allowed in a tool call")
             kwargs[kw.arg] = literal_value(kw.value, names_as_strings)
-        calls.append(ToolCall(_dotted_name(node.func), kwargs))
+        name = _dotted_name(node.func)
+        calls.append(ToolCall(name, _arguments(kwargs, name)))
     return calls
 
 
@@ -247,7 +269,8 @@ def parse_tool_calls(text: str) -> AssistantTurn:
     like one but is malformed gets ``parse_error`` so the env can answer with an error observation.
     """
     if not isinstance(text, str):
-        return AssistantTurn(str(text), parse_error=f"action must be text or a message, got {type(text).__name__}")
+        return AssistantTurn(_preview(text), parse_error=f"action must be text or a message, got {type(text).__name__}")
+    text = str.__str__(text)
     if len(text) > MAX_ACTION_CHARS:
         return AssistantTurn(text[:MAX_ACTION_CHARS], parse_error=f"action longer than {MAX_ACTION_CHARS} characters")
     body = _strip_fence(text)
@@ -266,25 +289,50 @@ def parse_tool_calls(text: str) -> AssistantTurn:
         return AssistantTurn(text, parse_error=str(exc), syntax=syntax)
 
 
+def _preview(value: Any, limit: int = 1000) -> str:
+    """Bounded text for an action that is not one: its JSON when it has one (checked by the iterative
+    :func:`json_value` first, so ``repr``/``str`` never recurse through hostile nesting), else its type."""
+    try:
+        return json.dumps(json_value(value, max_chars=MAX_ACTION_CHARS), ensure_ascii=False)[:limit]
+    except NotJSON:
+        return f"<{type(value).__name__}>"
+
+
+def _parse_message(action: dict[Any, Any]) -> AssistantTurn:
+    content = action.get("content") or ""
+    if not isinstance(content, str):
+        return AssistantTurn(_preview(content), parse_error="message 'content' must be a string")
+    content = str.__str__(content)
+    if len(content) > MAX_ACTION_CHARS:
+        return AssistantTurn(content[:MAX_ACTION_CHARS], parse_error=f"content longer than {MAX_ACTION_CHARS} characters",
+                             syntax="structured")
+    raw_calls = action.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        return AssistantTurn(content, parse_error="'tool_calls' must be a list", syntax="structured")
+    try:
+        calls = [_call_from_json(c) for c in json_value(raw_calls, max_chars=MAX_ACTION_CHARS)]
+    except NotJSON as exc:
+        return AssistantTurn(content, parse_error=f"'tool_calls': {exc}", syntax="structured")
+    except ToolCallError as exc:
+        return AssistantTurn(content, parse_error=str(exc), syntax="structured")
+    if not calls:
+        return parse_tool_calls(content)
+    return AssistantTurn(content, calls, syntax="structured")
+
+
 def parse_action(action: Any) -> AssistantTurn:
-    """Either raw model text or a structured assistant message; never raises."""
-    if isinstance(action, str):
-        return parse_tool_calls(action)
-    if isinstance(action, dict):
-        content = action.get("content") or ""
-        if not isinstance(content, str):
-            return AssistantTurn(str(content)[:1000], parse_error="message 'content' must be a string")
-        raw_calls = action.get("tool_calls") or []
-        if not isinstance(raw_calls, list):
-            return AssistantTurn(content, parse_error="'tool_calls' must be a list", syntax="structured")
-        try:
-            calls = [_call_from_json(c) for c in raw_calls]
-        except ToolCallError as exc:
-            return AssistantTurn(content, parse_error=str(exc), syntax="structured")
-        if not calls:
-            return parse_tool_calls(content)
-        return AssistantTurn(content, calls, syntax="structured")
-    return AssistantTurn(repr(action)[:1000], parse_error=f"action must be text or a message, got {type(action).__name__}")
+    """Either raw model text or a structured assistant message; never raises. Every failure a model's
+    action can cause is handled where it arises; the last ``except`` only keeps the contract should a
+    parser bug remain (the fuzz suite fails on its message)."""
+    try:
+        if isinstance(action, str):
+            return parse_tool_calls(action)
+        if isinstance(action, dict):
+            return _parse_message(action)
+        return AssistantTurn(_preview(action), parse_error=f"action must be text or a message, got {type(action).__name__}")
+    except Exception as exc:  # noqa: BLE001 - the contract: nothing raises out of step
+        log.exception("tool-call parser failed on an action")
+        return AssistantTurn("", parse_error=f"internal parser error: {type(exc).__name__}")
 
 
 def render_python_calls(calls: list[ToolCall]) -> str:

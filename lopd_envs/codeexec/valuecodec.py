@@ -1,7 +1,8 @@
 """Plain Python values to JSON and back, exactly, for crossing the sandbox boundary.
 
 Test inputs go in and a candidate's return values come out as JSON with tags for what JSON lacks (tuple,
-set, frozenset, dict with any keys, complex, bytes, huge ints). Decoding builds only builtin values, never
+set, frozenset, dict with any keys, complex, bytes, huge ints, and numpy arrays and scalars of plain dtypes,
+rebuilt as numpy values so that ``==`` broadcasts as on the official side). Decoding builds only builtin values, never
 calls code, so whatever the sandboxed program prints cannot execute anything in the scorer, and every
 comparison happens in the scorer's process on trusted types: an object with a rigged ``__eq__`` cannot
 come out. Values of any other type come out as :class:`Opaque` (equal to nothing).
@@ -67,7 +68,21 @@ def encode(x, depth=0):
         return {"$": "complex", "v": [x.real, x.imag]}
     if t is bytes or t is bytearray:
         return {"$": t.__name__, "v": x.hex()}
+    if getattr(t, "__module__", None) == "numpy" and hasattr(x, "dtype") and hasattr(x, "tolist"):
+        return _encode_numpy(x, d)
     return {"$": "opaque", "v": getattr(t, "__name__", "?")}
+
+
+def _encode_numpy(x, depth):
+    """A numpy array or scalar as its dtype string, shape and plain items (numpy is not imported here:
+    a value can only be numpy when the program imported it, which LiveCodeBench's environment allows)."""
+    try:
+        dtype = x.dtype.str
+        if type(x).__name__ == "ndarray":
+            return {"$": "ndarray", "d": dtype, "s": [int(n) for n in x.shape], "v": encode(x.tolist(), depth)}
+        return {"$": "npscalar", "d": dtype, "v": encode(x.item(), depth)}
+    except Exception:  # noqa: BLE001 - a structured or odd dtype: not plain data
+        return {"$": "opaque", "v": type(x).__name__}
 
 
 def decode(x):
@@ -110,7 +125,39 @@ def _build(x, child):
         return bytes.fromhex(v)
     if tag == "bytearray":
         return bytearray.fromhex(v)
+    if tag in ("ndarray", "npscalar"):
+        return _build_numpy(tag, x.get("d"), x.get("s"), child(v))
     return Opaque(str(v))
+
+
+NUMPY_KINDS = "biufcUS"  # bool, integers, floats, complex, str, bytes: plain data (never object dtypes)
+NUMPY_MAX_BYTES = 256 << 20
+
+
+def _build_numpy(tag, dtype, shape, items):
+    """The numpy value the sandbox reported, rebuilt from its dtype string and items, so that the scorer's
+    ``==`` behaves as on the official side (broadcasting, element-wise arrays). Only plain dtypes and a
+    bounded size are accepted; anything else (or no numpy here) is opaque."""
+    try:
+        import numpy as np
+
+        dt = np.dtype(str(dtype))
+        if dt.kind not in NUMPY_KINDS or dt.hasobject or dt.fields is not None or dt.shape != ():
+            return Opaque(f"numpy {dtype}")
+        if tag == "npscalar":
+            return np.array(items, dtype=dt)[()] if dt.itemsize <= NUMPY_MAX_BYTES else Opaque("numpy")
+        dims = [int(n) for n in shape]
+        count = 1
+        for n in dims:
+            count *= n
+        if len(dims) > 64 or min(dims, default=0) < 0 or count * dt.itemsize > NUMPY_MAX_BYTES:
+            return Opaque("numpy ndarray")
+        arr = np.array(items, dtype=dt)
+        if arr.size != count:
+            return Opaque("numpy ndarray")
+        return arr.reshape(dims)
+    except Exception:  # noqa: BLE001 - a malformed record: not a value
+        return Opaque(f"numpy {dtype}")
 
 
 def _hook(d):

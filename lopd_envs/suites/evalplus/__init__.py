@@ -10,14 +10,22 @@ its comparison (exact match, MBPP's special oracles, ``atol`` with ``np.allclose
 
 Categories: ``plus`` (base and plus tests, the default; ``"all"`` means this) and ``base`` (base tests only).
 The episode is one turn: the answer's code is extracted (see ``lopd_envs.codeexec.extract``) and scored.
+Official extraction follows evalplus's pipeline for chat models (``codegen.py``): ``sanitize`` of the answer
+alone (the prompt is prepended only for completion models), i.e. the longest parseable run of lines of the
+whole text (fence lines never parse, so several blocks and the prose between compete line by line), pruned
+to the imports and the definitions the entry point reaches; a body-only answer (``    return x + y``)
+stays a body and fails. Deviation: an answer longer than ``MAX_SCAN_LINES`` (400) lines is only tried whole
+(evalplus's scan is cubic in the lines; a hostile answer must not cost minutes).
 
 Scoring ``official`` reproduces evalplus 0.3.1's verdicts, quirks included:
   * HumanEval/32 (``find_zero``): evalplus's special oracle ``continue``s without counting the input, so
     no solution, the canonical one included, ever passes.
   * ``atol`` leaks: once an expected output is a float with ``atol == 0``, ``atol`` becomes 1e-6 for every
     later input of the group (so later integers compare with ``np.allclose`` too).
-``strict`` deviates in exactly these two points: HumanEval/32 passes when every root satisfies
-``|poly(x)| <= atol``, and ``atol`` is reset for each input.
+``strict`` deviates in exactly these three points: HumanEval/32 passes when every root satisfies
+``|poly(x)| <= atol``; ``atol`` is reset for each input; the answer is read as a human grader would (the
+fenced block that defines the entry point, decorated definitions kept, and an answer that does not define
+it read as the completion of the prompt's function, so a body-only answer passes).
 Both modes, for safety: comparisons happen outside the sandbox on plain values, so a returned object of a
 custom class (for example one whose ``__eq__`` always says yes) equals nothing, where evalplus would call
 its ``__eq__`` (the standard library's ``Counter``/``OrderedDict``/``defaultdict`` do come back as such);

@@ -3,7 +3,7 @@ so an answer's ``import numpy`` works there, and a returned numpy value is compa
 
 Only numpy's own package folder (and its bundled ``numpy.libs``) is made visible, read-only, at
 :data:`MOUNT`, and added to the harness's ``sys.path``; the rest of the host's site-packages stays out.
-bubblewrap: two extra read-only binds on a copy of the env's sandbox. process backend (no isolation, an
+bubblewrap: two extra read-only binds on a copy of the env's sandbox (the shared instance is untouched). process backend (no isolation, an
 explicit opt-in): a private folder of links to the same two folders. Docker: whatever the image holds.
 numpy is offered only when the sandbox's interpreter has the scorer's Python version (its compiled parts
 are built for one ABI) and the sandbox user can read the folders.
@@ -11,6 +11,7 @@ are built for one ABI) and the sandbox user can read the folders.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import os
@@ -64,8 +65,9 @@ def with_numpy(sandbox: Sandbox) -> tuple[Sandbox, list[str]]:
         if cached is not None and cached[0] is sandbox:
             return cached[1], cached[2]
         if type(sandbox) is BubblewrapSandbox:
-            binds = {**sandbox.extra_ro_binds, **{f: f"{MOUNT}/{os.path.basename(f)}" for f in folders}}
-            derived: Sandbox = BubblewrapSandbox(sandbox.limits, python=sandbox.python, extra_ro_binds=binds)
+            derived: Sandbox = copy.copy(sandbox)  # same limits, interpreter and options; two more binds
+            derived.extra_ro_binds = {**sandbox.extra_ro_binds,
+                                      **{f: f"{MOUNT}/{os.path.basename(f)}" for f in folders}}
             path = [MOUNT]
         elif type(sandbox) is ProcessSandbox:
             derived, path = sandbox, [_links(folders)]

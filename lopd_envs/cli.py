@@ -1,6 +1,6 @@
 """``lopd``: inspect the environments and fetch their data ahead of time.
 
-    lopd envs list                 ids, categories, task counts, and whether the data was found
+    lopd envs list                 ids, categories, task counts, and what data each env loaded
     lopd assets fetch bfcl_v3      download (or find) a benchmark's files into the cache
     lopd assets where acebench     print where each file of a benchmark resolves to
 """
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lopd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="group", required=True)
     envs = sub.add_parser("envs", help="list the environments").add_subparsers(dest="verb", required=True)
-    listing = envs.add_parser("list", help="ids, categories, task counts, data found or not")
+    listing = envs.add_parser("list", help="ids, categories, task counts, what data each env loaded")
     listing.add_argument("--data-dir", default=None, help=f"data root (default: ${assets.DATA_ENV}, then the cache)")
     group = sub.add_parser("assets", help="benchmark data files").add_subparsers(dest="verb", required=True)
     fetch = group.add_parser("fetch", help="download or locate a benchmark's files into the cache "

@@ -1,6 +1,15 @@
 """Expected outputs of HumanEval+ / MBPP+ (evalplus's ``get_groundtruth``): each canonical solution is
-run once in the sandbox, timed per input, and the outputs are cached on disk as JSON, keyed by the dataset
-file's hash and the sandbox's Python version (outputs and times depend on both)."""
+run once in the sandbox, timed per input, and the outputs are cached on disk, keyed by the dataset file's
+hash and the sandbox's Python version (outputs and times depend on both).
+
+Why the on-disk form is two files per task: some tasks' expected outputs are huge (HumanEval/130 and /15:
+124 and 147 MB of JSON, ~1 GB and 5-15 s once parsed into Python objects), yet most answers never need
+them (no code, code that fails to load, a wrong first output). So ``<task>.json`` holds only what every
+run needs (per-input canonical times, errors, and the byte offset of each output), and
+``<task>.outputs.jsonl`` one encoded output per line, decoded one at a time when the judge compares it
+(:class:`StoredOutputs`): memory is bounded by the largest single output, and time by the outputs that
+are actually compared. Caches of the earlier one-file format (v2) are converted once when found.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from lopd_envs import assets
 from lopd_envs.codeexec import valuecodec
@@ -17,22 +26,105 @@ from lopd_envs.codeexec.functest import Group, run_function_tests
 from lopd_envs.sandbox import Sandbox
 from lopd_envs.suites.evalplus.data import file_digest
 
-GROUNDTRUTH_VERSION = "2"
+GROUNDTRUTH_VERSION = "3"
+LEGACY_VERSIONS = ("2",)  # one JSON file per task holding every output: converted on first use
+INLINE_BYTES = 1 << 20  # expected outputs up to this size (encoded) are compared as records stream in
+
+
+class StoredOutputs(Sequence[Any]):
+    """One group's expected outputs in an outputs file, each read by its byte offset only when indexed and
+    not kept (the judge compares each input once: the streaming check's results are reused by the final
+    verdict), so an oracle held for the whole process costs its offsets only."""
+
+    def __init__(self, path: Path, offsets: list[int], ends: list[int]):
+        self.path, self.offsets, self.ends = path, offsets, ends
+
+    def encoded_size(self, i: int) -> int:
+        """Bytes of output ``i`` as stored: what decoding it will cost, known without reading it."""
+        return self.ends[i] - self.offsets[i]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        with open(self.path, "rb") as f:
+            f.seek(self.offsets[i])  # an index out of range raises IndexError here, as a list would
+            return valuecodec.loads(f.readline().decode("utf-8"))
 
 
 @dataclass
 class Oracle:
-    """Expected outputs and canonical per-input times of one task (evalplus's ``get_groundtruth``)."""
+    """Expected outputs and canonical per-input times of one task (evalplus's ``get_groundtruth``).
+    ``base``/``plus`` are sequences: lists when just computed, :class:`StoredOutputs` when read back."""
 
-    base: list[Any]
+    base: Sequence[Any]
     base_time: list[float]
-    plus: list[Any]
+    plus: Sequence[Any]
     plus_time: list[float]
     errors: dict[str, str] = field(default_factory=dict)  # group -> why its expected outputs are missing
 
     @property
     def error(self) -> str | None:
         return "; ".join(f"{g}: {e}" for g, e in self.errors.items()) or None
+
+    def cheap(self, group: str, i: int) -> bool:
+        """Whether expected output ``i`` of ``group`` can be had at once (in memory, or small on disk). The
+        streaming check compares only these while the candidate's records arrive: decoding a 12 MB output
+        there would stall reading the sandbox's pipe, and the candidate's clock runs meanwhile. Bigger
+        ones are compared after the run, one at a time."""
+        outputs = getattr(self, group)
+        return not isinstance(outputs, StoredOutputs) or outputs.encoded_size(i) <= INLINE_BYTES
+
+
+def write_oracle(meta: Path, oracle: Oracle) -> None:
+    """The two-file form of ``oracle``: outputs first, then the small index (written last, atomically, so
+    an index on disk always describes a complete outputs file)."""
+    outputs = meta.with_name(meta.stem + ".outputs.jsonl")
+    tag = f".tmp{os.getpid()}.{threading.get_ident()}"
+    offsets: dict[str, list[int]] = {"base": [], "plus": []}
+    tmp_out = outputs.with_name(outputs.name + tag)
+    with open(tmp_out, "wb") as f:
+        for name in ("base", "plus"):
+            for value in getattr(oracle, name):
+                offsets[name].append(f.tell())
+                f.write(valuecodec.dumps(value).encode("utf-8") + b"\n")
+        size = f.tell()
+    os.replace(tmp_out, outputs)
+    tmp_meta = meta.with_name(meta.name + tag)
+    tmp_meta.write_text(json.dumps({"base_time": oracle.base_time, "plus_time": oracle.plus_time,
+                                    "errors": oracle.errors, "offsets": offsets, "outputs": outputs.name,
+                                    "outputs_size": size}))
+    os.replace(tmp_meta, meta)
+
+
+def read_oracle(meta: Path) -> Oracle | None:
+    """An :class:`Oracle` whose outputs stay on disk, or None when the files are missing or do not agree."""
+    try:
+        index = json.loads(meta.read_text())
+        outputs = meta.with_name(index["outputs"])
+        if outputs.stat().st_size != index["outputs_size"]:
+            return None
+        offsets = index["offsets"]
+        if len(offsets["base"]) != len(index["base_time"]) or len(offsets["plus"]) != len(index["plus_time"]):
+            return None
+        starts = offsets["base"] + offsets["plus"]
+        ends = starts[1:] + [index["outputs_size"]]
+        nb = len(offsets["base"])
+        return Oracle(StoredOutputs(outputs, offsets["base"], ends[:nb]), index["base_time"],
+                      StoredOutputs(outputs, offsets["plus"], ends[nb:]), index["plus_time"], index.get("errors", {}))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_legacy(path: Path) -> Oracle | None:
+    """A v2 cache file (every output in one JSON document), or None."""
+    try:
+        data = valuecodec.loads(path.read_text())
+        return Oracle(data["base"], data["base_time"], data["plus"], data["plus_time"], data.get("errors", {}))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class GroundTruth:
@@ -63,11 +155,18 @@ class GroundTruth:
         return self.folder / (task_id.replace("/", "_") + ".json")
 
     def _load(self, problem: dict) -> Oracle | None:
-        try:
-            data = valuecodec.loads(self._file(problem["task_id"]).read_text())
-            return Oracle(data["base"], data["base_time"], data["plus"], data["plus_time"], data.get("errors", {}))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        meta = self._file(problem["task_id"])
+        oracle = read_oracle(meta)
+        if oracle is not None:
+            return oracle
+        for version in LEGACY_VERSIONS:  # convert an earlier cache once instead of re-running the solution
+            legacy = self.folder.with_name(self.folder.name.rsplit("-v", 1)[0] + f"-v{version}") / meta.name
+            old = read_legacy(legacy) if legacy.exists() else None
+            if old is not None:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                write_oracle(meta, old)
+                return read_oracle(meta) or old
+        return None
 
     def _compute(self, problem: dict) -> Oracle:
         from evalplus.eval._special_oracle import MBPP_OUTPUT_NOT_NONE_TASKS
@@ -89,12 +188,8 @@ class GroundTruth:
             setattr(oracle, f"{name}_time", [g.times.get(i, 0.0) for i in range(len(inputs))])
         if not (run.result.error or run.result.timed_out):  # cache real failures, not a broken/slow run
             self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = self._file(problem["task_id"]).with_suffix(f".tmp{os.getpid()}.{threading.get_ident()}")
-            tmp.write_text(json.dumps({"base": [valuecodec.encode(x) for x in oracle.base],
-                                       "plus": [valuecodec.encode(x) for x in oracle.plus],
-                                       "base_time": oracle.base_time, "plus_time": oracle.plus_time,
-                                       "errors": oracle.errors}))
-            os.replace(tmp, self._file(problem["task_id"]))
+            write_oracle(self._file(problem["task_id"]), oracle)
+            return read_oracle(self._file(problem["task_id"])) or oracle  # outputs leave memory
         return oracle
 
 

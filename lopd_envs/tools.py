@@ -299,6 +299,9 @@ def _preview(value: Any, limit: int = 1000) -> str:
 
 
 def _parse_message(action: dict[Any, Any]) -> AssistantTurn:
+    if action.get("role", "assistant") != "assistant" or ("content" not in action and "tool_calls" not in action):
+        return AssistantTurn(_preview(action), parse_error="a message action must be an assistant message with "
+                                                           "'content' and/or 'tool_calls'")
     content = action.get("content") or ""
     if not isinstance(content, str):
         return AssistantTurn(_preview(content), parse_error="message 'content' must be a string")

@@ -101,3 +101,43 @@ def test_a_suite_that_forgets_the_flags_is_reported_not_silently_recorded(monkey
     env.reset(options={"task_id": "easy_0"})
     obs, _, term, _, info = env.step("[math.add(a=1, b=2)]")
     assert term and "internal" in info["error"] and "errors" in obs[0]["content"]
+
+
+def test_async_make_vec_works_with_the_default_shared_memory():
+    """``gym.make_vec(..., vectorization_mode="async")`` with default settings: the chat observations go
+    through shared memory and read back as they were sent, the same as ``shared_memory=False`` gives."""
+    from lopd_envs.spaces import SharedChatBatch
+
+    envs = gym.make_vec("lopd-test/Toy-v0", num_envs=2, vectorization_mode="async")
+    plain = gym.make_vec("lopd-test/Toy-v0", num_envs=2, vectorization_mode="async",
+                         vector_kwargs={"shared_memory": False})
+    try:
+        assert envs.shared_memory
+        obs, info = envs.reset(seed=[0, 1])
+        assert obs == plain.reset(seed=[0, 1])[0] and isinstance(obs, tuple)
+        assert obs[0][0] == {"role": "system", "content": "Use the tools."} and len(obs) == 2
+        actions = ['<tool_call>{"name": "math_add", "arguments": {"a": 2, "b": 3}}</tool_call>', "中文 \ud800"]
+        obs, reward, term, trunc, info = envs.step(actions)
+        assert obs == plain.step(actions)[0]
+        assert obs[0] == [{"role": "tool", "name": "math_add", "content": "5"}]
+        live = envs.observations  # gymnasium's live view of the buffer
+        assert isinstance(live, SharedChatBatch) and live[0] == obs[0] and live[-1] == obs[1]
+    finally:
+        envs.close()
+        plain.close()
+
+
+def test_an_observation_larger_than_its_shared_memory_slot_fails_loudly_not_truncated():
+    import multiprocessing as mp
+
+    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+    from lopd_envs.spaces import ChatMessages
+
+    space = ChatMessages()
+    space.shared_bytes = 64  # an instance override of the class default
+    memory = create_shared_memory(space, n=2, ctx=mp)
+    write_to_shared_memory(space, 1, [{"role": "user", "content": "hi"}], memory)
+    with pytest.raises(ValueError, match="shared_memory"):
+        write_to_shared_memory(space, 0, [{"role": "user", "content": "x" * 100}], memory)
+    assert tuple(read_from_shared_memory(space, memory, n=2)) == ([], [{"role": "user", "content": "hi"}])

@@ -16,10 +16,16 @@ trace (issue 11), plus the general malformed and adversarial ones:
 Deep and huge values are built by the test from a small recipe that hypothesis draws, so a failure prints
 the recipe, not a 5,000-level structure. The default run plays at least 1,000 actions per env id; the slow
 run (``--runslow``) at least 10,000.
+
+Code envs run every answer in the sandbox (~0.1-0.2 s here), so their default run plays its 1,000 actions
+against :class:`ReplaySandbox`, a stand-in that answers at once with each kind of run outcome (what the
+contract is about: parsing, the trace, the judge's handling of any run result), and 60 more, programs
+included, in the real sandbox; the slow run plays all of its 10,000 in the real sandbox.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -32,6 +38,7 @@ from hypothesis import strategies as st
 
 import lopd_envs
 from lopd_envs.registration import ENV_ENTRY_POINTS
+from lopd_envs.sandbox.base import RunResult, Sandbox
 from lopd_envs.spaces import ChatMessages
 from lopd_envs.trace import Trace
 
@@ -218,14 +225,18 @@ def json_text(draw: Any, names: list[str]) -> str:
 huge = st.builds(lambda ch, n, wrap: wrap.replace("{}", ch * n), st.sampled_from(["A", "[", "(", "{", "中", "\\", "'"]),
                  st.integers(1000, 250_000), st.sampled_from(["{}", "[f(a='{}')]", "<tool_call>{}</tool_call>"]))
 
-PROGRAMS = ["```python\ndef f(x):\n    return x\n```", "```python\nprint(input())\n```",
+PROGRAMS = ["```python\ndef {name}(*args, **kwargs):\n    return None\n```",
+            "```python\ndef {name}(*args):\n    return args[0] if args else 0\n```", "    return 0", "```python\nprint(input())\n```",
             "```python\nimport sys\nprint(sum(map(int, sys.stdin.read().split())))\n```",
             "```python\nclass Solution:\n    def f(self, *a):\n        return 0\n```", "```python\n1/0\n```",
             "```python\nraise SystemExit(3)\n```", "```python\ndef " + "(" * 200 + "\n```"]
 
 
-def actions(names: list[str], code: bool) -> st.SearchStrategy[Any]:
-    """Every class of action, as a recipe (built by :func:`build`) or a value."""
+@functools.lru_cache(maxsize=None)
+def actions(names: tuple[str, ...], code: bool) -> st.SearchStrategy[Any]:
+    """Every class of action, as a recipe (built by :func:`build`) or a value. Cached per tool list: building
+    and validating the strategy costs more than a step."""
+    names = list(names)
     structured = st.fixed_dictionaries({
         "role": st.just("assistant"),
         "content": st.none() | st.text(max_size=30) | st.integers(),
@@ -238,8 +249,34 @@ def actions(names: list[str], code: bool) -> st.SearchStrategy[Any]:
     pool = [recipes(names).map(lambda r: ("recipe", r)), st.text(max_size=200), python_call_text(names),
             json_text(names), huge, structured, json_values, valid_call]
     if code:
-        pool.append(st.sampled_from(PROGRAMS))
+        pool.append(st.builds(lambda program, name: program.replace("{name}", name), st.sampled_from(PROGRAMS),
+                              st.sampled_from(names)))
     return st.one_of(*pool)
+
+
+class ReplaySandbox(Sandbox):
+    """Answers each run at once with the next of a cycle of outcomes (success with no output, a crash, a
+    timeout, out of memory, truncated output, a broken sandbox, garbage on stdout), running nothing."""
+
+    name, isolating = "replay", True
+    OUTCOMES = [dict(stdout="", stderr="", exit_code=0), dict(stdout="", stderr="Traceback: boom", exit_code=1),
+                dict(stdout="", stderr="", exit_code=None, timed_out=True), dict(stdout="", stderr="", exit_code=137, oom=True),
+                dict(stdout="x" * 100, stderr="", exit_code=0, truncated=True), dict(stdout="", stderr="", exit_code=None,
+                error="RuntimeError: sandbox broke"), dict(stdout="\x00{[garbage\n" * 3, stderr="", exit_code=0)]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.runs = 0
+
+    def run(self, code: str, stdin: Any = "", files: Any = None, timeout: Any = None, memory_limit: Any = None,
+            interact: Any = None, **limits: Any) -> RunResult:
+        outcome = {"timed_out": False, "oom": False, **self.OUTCOMES[self.runs % len(self.OUTCOMES)]}
+        self.runs += 1
+        return RunResult(wall_time=0.0, backend=self.name, isolating=True, **outcome)
+
+    @classmethod
+    def probe(cls) -> str | None:
+        return None
 
 
 def check_trace(trace: Trace) -> None:
@@ -263,10 +300,10 @@ def check_step(env: gym.Env, action: Any) -> bool:
     return False
 
 
-def fuzz(env_id: str, min_actions: int, slow: bool = False) -> int:
+def fuzz(env_id: str, min_actions: int, slow: bool = False, **extra: Any) -> int:
     spec = ENV_OPTIONS[env_id]
     kwargs = spec.get("slow_kwargs", spec["kwargs"]) if slow else spec["kwargs"]
-    env = gym.make(env_id, **kwargs)
+    env = gym.make(env_id, **kwargs, **extra)
     turns, played = spec["turns"], [0]
 
     @settings(max_examples=-(-min_actions // turns), deadline=None, database=None, derandomize=True,
@@ -278,7 +315,10 @@ def fuzz(env_id: str, min_actions: int, slow: bool = False) -> int:
         for turn in range(turns):
             if done:
                 _, info = env.reset(seed=seed + turn)
-                strategy = actions([t["function"]["name"] for t in info["tools"]] + JUNK_NAMES, spec.get("code", False))
+                task_data = env.unwrapped.task.data  # a code task's entry point stands in for tool names
+                entry = task_data.get("entry_point") if isinstance(task_data, dict) else None
+                names = tuple(t["function"]["name"] for t in info["tools"]) + tuple(JUNK_NAMES) + ((entry,) if entry else ())
+                strategy = actions(names, spec.get("code", False))
             drawn = data.draw(strategy)
             action = build(drawn[1]) if isinstance(drawn, tuple) and drawn[:1] == ("recipe",) else drawn
             played[0] += 1
@@ -304,7 +344,13 @@ def test_every_registered_env_id_is_fuzzed():
 
 @pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
 def test_thousand_hostile_actions_never_escape_step(env_id: str):
-    assert fuzz(env_id, 1_000) >= 1_000
+    if not ENV_OPTIONS[env_id].get("code"):
+        assert fuzz(env_id, 1_000) >= 1_000
+        return
+    replay = ReplaySandbox()
+    assert fuzz(env_id, 1_000, sandbox=replay) >= 1_000
+    assert replay.runs > 0, "the stand-in sandbox was never asked to run anything"
+    assert fuzz(env_id, 60) >= 60  # and in the real sandbox
 
 
 @pytest.mark.slow

@@ -11,8 +11,15 @@ Each measurement runs in a fresh interpreter so its peak RSS (``ru_maxrss``) is 
 The expected outputs must be cached (run the env once on the task); a missing v2 file is written from the
 v3 one for the baseline, in a temporary folder.
 
-Measured 2026-12-01 on the 2-core dev VM (shared, load ~3), Python 3.11, numbers in the closing note of
-issue 11 (see the report): run it again for yours.
+Measured 2026-12-01 on the 2-core dev VM (shared, load average 8-10), Python 3.11, bubblewrap:
+  HumanEval/130 (124 MB v2 file; 10 base, 115 plus): v2 load 7.57 s, +501 MB; v3 index 0.000 s, +0 MB;
+      v3 first output 0.000 s, +0 MB; v3 all outputs one at a time 6.9 s, +62 MB.
+  HumanEval/15 (147 MB; 3 base, 134 plus): v2 load 0.69 s, +280 MB; v3 index and first 0.000 s, +0 MB;
+      v3 all 1.6 s, +19 MB.
+  Whole first step in a fresh process (env.step, strict; "before" = the same outputs held as lists):
+      HumanEval/130 no-code answer 7.1 s / 611 MB peak -> 0.22 s / 200 MB; wrong answer 7.8 s / 611 MB ->
+      0.21 s / 200 MB; canonical answer 19.4 s / 1011 MB -> 19.9 s / 652 MB (the run itself dominates).
+      HumanEval/15 wrong answer 1.35 s / 353 MB -> 0.22 s / 200 MB; canonical 12.0 s / 515 MB -> 12.8 s / 375 MB.
 """
 
 from __future__ import annotations

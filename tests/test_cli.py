@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lopd_envs.cli import main
 
 
@@ -40,9 +42,14 @@ def test_envs_list_says_what_each_env_loads(capsys, monkeypatch):
     assert "MbppPlus-prerelease-767efcc.jsonl.gz (stand-in for MbppPlus-v0.2.0.jsonl.gz)" in mbpp
 
 
-def test_assets_where_knows_the_mbpp_prerelease_and_livecodebench(capsys, monkeypatch, tmp_path):
+@pytest.fixture
+def no_caches(monkeypatch, tmp_path):
+    """Empty lopd and hub caches: only the shared data folder holds files."""
     monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no hub cache either
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+
+
+def test_assets_where_knows_the_mbpp_prerelease_and_livecodebench(capsys, no_caches):
     assert main(["assets", "where", "evalplus"]) == 0
     out = capsys.readouterr().out
     assert "MbppPlus-v0.2.0.jsonl.gz: " in out and "MbppPlus-prerelease-767efcc.jsonl.gz (a stand-in" in out
@@ -53,11 +60,9 @@ def test_assets_where_knows_the_mbpp_prerelease_and_livecodebench(capsys, monkey
     assert "test6.jsonl: missing" in out and "the env loads: bundled samples (6" in out
 
 
-def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys, monkeypatch, tmp_path):
+def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys, monkeypatch, no_caches):
     import time
 
-    monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["assets", "fetch", "evalplus"]) == 0
     assert "evalplus: ready (2 files)" in capsys.readouterr().out

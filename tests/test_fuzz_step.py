@@ -20,7 +20,7 @@ run (``--runslow``) at least 10,000.
 Code envs run every answer in the sandbox (~0.1-0.2 s here), so their default run plays its 1,000 actions
 against :class:`ReplaySandbox`, a stand-in that answers at once with each kind of run outcome (what the
 contract is about: parsing, the trace, the judge's handling of any run result), and 60 more, programs
-included, in the real sandbox; the slow run plays all of its 10,000 in the real sandbox.
+included, in the real sandbox; the slow run plays 10,000 against the stand-in and 1,000 in the real sandbox.
 """
 
 from __future__ import annotations
@@ -342,18 +342,24 @@ def test_every_registered_env_id_is_fuzzed():
     assert set(ENV_OPTIONS) == set(ENV_ENTRY_POINTS), "a registered env id has no fuzz options here"
 
 
-@pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
-def test_thousand_hostile_actions_never_escape_step(env_id: str):
+def fuzz_env_id(env_id: str, actions_: int, in_real_sandbox: int, slow: bool = False) -> None:
+    """``actions_`` actions on ``env_id``; a code env plays them against :class:`ReplaySandbox` and
+    ``in_real_sandbox`` more in the real one."""
     if not ENV_OPTIONS[env_id].get("code"):
-        assert fuzz(env_id, 1_000) >= 1_000
+        assert fuzz(env_id, actions_, slow) >= actions_
         return
     replay = ReplaySandbox()
-    assert fuzz(env_id, 1_000, sandbox=replay) >= 1_000
+    assert fuzz(env_id, actions_, slow, sandbox=replay) >= actions_
     assert replay.runs > 0, "the stand-in sandbox was never asked to run anything"
-    assert fuzz(env_id, 60) >= 60  # and in the real sandbox
+    assert fuzz(env_id, in_real_sandbox, slow) >= in_real_sandbox
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
+def test_thousand_hostile_actions_never_escape_step(env_id: str):
+    fuzz_env_id(env_id, 1_000, in_real_sandbox=60)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
 def test_ten_thousand_hostile_actions_never_escape_step(env_id: str):
-    assert fuzz(env_id, 10_000, slow=True) >= 10_000
+    fuzz_env_id(env_id, 10_000, in_real_sandbox=1_000, slow=True)

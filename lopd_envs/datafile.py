@@ -33,8 +33,11 @@ class DataFileError(ValueError):
 
 
 def _is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == GZIP_MAGIC
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == GZIP_MAGIC
+    except OSError as exc:  # a folder, no permission, a dangling link: still one error naming the file
+        raise DataFileError(path, f"cannot be read ({exc.strerror or exc})") from None
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:

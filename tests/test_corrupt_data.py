@@ -272,3 +272,48 @@ def test_bfcl_held_out_function_that_no_doc_describes(bfcl_copy):
     q.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(DataFileError, match=rf"^{q}:3: held-out function 'no_such_function'"):
         bfcl.load_rows("multi_turn_miss_func", str(bfcl_copy))
+
+
+def test_unreadable_path_is_one_error_naming_it(tmp_path):
+    folder = tmp_path / "data.jsonl"
+    folder.mkdir()
+    with pytest.raises(DataFileError, match=rf"^{folder}: cannot be read"):
+        read_jsonl(folder)
+
+
+def test_acebench_agent_row_without_its_scenario(tmp_path):
+    data = _acebench_copy(tmp_path)
+    q = data / "acebench/data_en/data_agent_multi_step.json"
+    rows = q.read_text().splitlines()
+    row = json.loads(rows[3])
+    del row["initial_config"]
+    rows[3] = json.dumps(row)
+    q.write_text("\n".join(rows) + "\n")
+    assert _acebench_error(data, "agent_multi_step").startswith(f"{q}:4: row lacks the field 'initial_config'")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("metadata", "{not json", "is not JSON"),
+    ("metadata", "[1]", "must be a JSON object"),
+    ("public_test_cases", '[{"input": "1"}]', "list of {input, output}"),
+    ("contest_date", "yesterday-ish", "is not a date"),
+])
+def test_livecodebench_fields_that_must_decode_at_load(tmp_path, field, value, words):
+    from lopd_envs.suites.livecodebench.data import SAMPLES, read_rows
+
+    lines = SAMPLES.read_text().splitlines()
+    row = json.loads(lines[1])
+    row[field] = value
+    bad = _write(tmp_path / "test.jsonl", "\n".join([lines[0], json.dumps(row)] + lines[2:]) + "\n")
+    with pytest.raises(DataFileError, match=rf"^{bad}:2: .*{words}"):
+        read_rows([bad])
+
+
+def test_bfcl_api_source_that_does_not_parse(bfcl_copy):
+    from lopd_envs.suites.bfcl import data as bfcl
+
+    source = bfcl_copy / bfcl.api_source_file("message_api")
+    lines = source.read_text().splitlines()
+    source.write_text("\n".join(lines + ["def broken(:"]) + "\n")
+    with pytest.raises(DataFileError, match=rf"^{source}:{len(lines) + 1}: the API source does not parse"):
+        bfcl.load_api_docs("MessageAPI", str(bfcl_copy))

@@ -71,6 +71,7 @@ _LOCK = threading.Lock()
 
 
 QUESTION_FIELDS = {"id": str, "question": str, "function": list}
+AGENT_FIELDS = {**QUESTION_FIELDS, "initial_config": dict, "involved_classes": list}  # the scenario to run
 ANSWER_FIELDS = {"id": str, "ground_truth": (dict, list, str)}
 
 
@@ -92,7 +93,8 @@ def load_rows(category: str, language: str, data_dir: str | None = None) -> list
     key = (str(qpath), Path(qpath).stat().st_mtime, Path(apath).stat().st_mtime)
     with _LOCK:
         if key not in _CACHE:
-            questions = read_jsonl(qpath, QUESTION_FIELDS, _functions_ok)
+            fields = AGENT_FIELDS if category in AGENT else QUESTION_FIELDS
+            questions = read_jsonl(qpath, fields, _functions_ok)
             answers = read_jsonl(apath, ANSWER_FIELDS)
             _CACHE[key] = [Row(language, q, a) for q, a in pair_by_key(questions, qpath, answers, apath)]
         return _CACHE[key]

@@ -132,7 +132,11 @@ def load_rows(category: str, data_dir: str | None = None) -> list[tuple[dict[str
 def _class_methods(source: Path, class_name: str) -> set[str] | None:
     """The public method names of a simulated API class, read from its source with ``ast`` (never run):
     the functions its doc file must describe. None when the class is not found in the file."""
-    tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
+        raise DataFileError(source, f"the API source does not parse ({type(exc).__name__}: "
+                                    f"{getattr(exc, 'msg', exc)})", getattr(exc, "lineno", None)) from None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             return {f.name for f in node.body

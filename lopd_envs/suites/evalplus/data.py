@@ -61,15 +61,19 @@ def load_problems(dataset: str, path: Path) -> dict[str, dict]:
         if key not in _problem_cache:
             problems: dict[str, dict] = {}
             for line, task in iter_jsonl(path, PROBLEM_FIELDS):
-                if task["task_id"] in problems:
-                    raise DataFileError(path, f"task {task['task_id']!r} appears twice", line)
-                problems[task["task_id"]] = task
+                task_id = task["task_id"]
+                if task_id in problems:
+                    raise DataFileError(path, f"task {task_id!r} appears twice", line)
+                if dataset == "mbpp":
+                    try:
+                        task["base_input"] = mbpp_deserialize_inputs(task_id, task["base_input"])
+                        task["plus_input"] = mbpp_deserialize_inputs(task_id, task["plus_input"])
+                    except Exception as exc:  # noqa: BLE001 - evalplus's own step; any failure is bad data
+                        raise DataFileError(path, f"inputs of {task_id} cannot be deserialised "
+                                                  f"({type(exc).__name__}: {exc})", line) from None
+                problems[task_id] = task
             if not problems:
                 raise DataFileError(path, "the file holds no problems (empty)")
-            if dataset == "mbpp":
-                for task_id, task in problems.items():
-                    task["base_input"] = mbpp_deserialize_inputs(task_id, task["base_input"])
-                    task["plus_input"] = mbpp_deserialize_inputs(task_id, task["plus_input"])
             _problem_cache[key] = problems
         return _problem_cache[key]
 

@@ -128,11 +128,33 @@ ROW_FIELDS = {"question_id": str, "question_content": str, "public_test_cases": 
               "private_test_cases": str}
 
 
+def _row_problem(row: dict) -> str | None:
+    """What must decode at load time (small fields; the large private tests decode when first scored, and
+    a failure there fails that task only): the metadata, the public tests and the contest date."""
+    try:
+        metadata = json.loads(row.get("metadata") or "{}")
+        public = json.loads(row["public_test_cases"])
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"'metadata' or 'public_test_cases' of {row['question_id']} is not JSON ({type(exc).__name__})"
+    if not isinstance(metadata, dict):
+        return f"'metadata' of {row['question_id']} must be a JSON object"
+    if not isinstance(public, list) or not all(isinstance(t, dict) and "input" in t and "output" in t
+                                               for t in public):
+        return f"'public_test_cases' of {row['question_id']} must be a list of {{input, output}} objects"
+    date = row.get("contest_date")
+    if date:
+        try:
+            parse_date(str(date))
+        except ValueError:
+            return f"'contest_date' of {row['question_id']} is not a date: {str(date)[:40]!r}"
+    return None
+
+
 def read_rows(files: Iterable[Path]) -> list[dict]:
     """Rows of the release files through the one data reader (file and line named on a bad row)."""
     rows = []
     for f in files:
-        rows.extend(read_jsonl(f, ROW_FIELDS))
+        rows.extend(read_jsonl(f, ROW_FIELDS, _row_problem))
     return rows
 
 

@@ -121,6 +121,17 @@ def line_numbers(path: str | Path) -> list[int]:
     return [number for number, line in _lines(Path(path)) if line.strip()]
 
 
+def check_unique(rows: Sequence[dict], path: str | Path, key: str = "id") -> None:
+    """Ids must be unique within a file: a repeated one would make two tasks answer to one id (and an
+    answer file's later row silently replace the earlier). The repeat is named with its line."""
+    seen: set[Any] = set()
+    for i, row in enumerate(rows):
+        if row[key] in seen:
+            line = line_numbers(path)[i]
+            raise DataFileError(path, f"{key} {row[key]!r} appears twice (again here)", line)
+        seen.add(row[key])
+
+
 def pair_by_key(left: Sequence[dict], left_path: str | Path, right: Sequence[dict], right_path: str | Path,
                 key: str = "id") -> list[tuple[dict, dict]]:
     """Rows of two files that must correspond one to one, in order, by ``key`` (questions and their

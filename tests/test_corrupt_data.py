@@ -317,3 +317,18 @@ def test_bfcl_api_source_that_does_not_parse(bfcl_copy):
     source.write_text("\n".join(lines + ["def broken(:"]) + "\n")
     with pytest.raises(DataFileError, match=rf"^{source}:{len(lines) + 1}: the API source does not parse"):
         bfcl.load_api_docs("MessageAPI", str(bfcl_copy))
+
+
+def test_repeated_ids_are_named_where_they_repeat(tmp_path, bfcl_copy):
+    from lopd_envs.suites.bfcl import data as bfcl
+    from lopd_envs.suites.livecodebench.data import SAMPLES, read_rows
+
+    a = bfcl_copy / bfcl.answer_file("simple")
+    lines = a.read_text().splitlines()
+    a.write_text("\n".join(lines[:10] + [lines[3]] + lines[11:]) + "\n")  # row 11 repeats row 4's id
+    with pytest.raises(DataFileError, match=rf"^{a}:11: id 'simple_3' appears twice"):
+        bfcl.load_rows("simple", str(bfcl_copy))
+    rows = SAMPLES.read_text().splitlines()
+    lcb = _write(tmp_path / "test.jsonl", "\n".join(rows + rows[:1]) + "\n")
+    with pytest.raises(DataFileError, match=rf"^{lcb}:{len(rows) + 1}: question_id .* appears twice"):
+        read_rows([lcb])

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_envs.assets import Benchmark, Source, locate, register
-from lopd_envs.datafile import pair_by_key, read_jsonl
+from lopd_envs.datafile import check_unique, pair_by_key, read_jsonl
 from lopd_envs.tasks import Task, select
 
 ACEBENCH_COMMIT = "e6db74b735ead22c24f27367606a9408573b848f"
@@ -96,6 +96,7 @@ def load_rows(category: str, language: str, data_dir: str | None = None) -> list
             fields = AGENT_FIELDS if category in AGENT else QUESTION_FIELDS
             questions = read_jsonl(qpath, fields, _functions_ok)
             answers = read_jsonl(apath, ANSWER_FIELDS)
+            check_unique(questions, qpath)
             _CACHE[key] = [Row(language, q, a) for q, a in pair_by_key(questions, qpath, answers, apath)]
         return _CACHE[key]
 

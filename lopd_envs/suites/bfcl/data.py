@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_envs.assets import Benchmark, Source, locate, register
-from lopd_envs.datafile import DataFileError, line_numbers, read_jsonl
+from lopd_envs.datafile import DataFileError, check_unique, line_numbers, read_jsonl
 
 SINGLE_TURN = (
     "simple", "multiple", "parallel", "parallel_multiple", "java", "javascript", "irrelevance",
@@ -107,7 +107,9 @@ def _fields_of(kind: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=64)
 def _read(path: str, mtime: float, kind: str) -> tuple[dict[str, Any], ...]:
-    return tuple(read_jsonl(Path(path), _fields_of(kind)))
+    rows = read_jsonl(Path(path), _fields_of(kind))
+    check_unique(rows, path, "name" if kind == "doc" else "id")
+    return tuple(rows)
 
 
 def load_rows(category: str, data_dir: str | None = None) -> list[tuple[dict[str, Any], Any]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lopd_envs import assets
-from lopd_envs.datafile import read_jsonl
+from lopd_envs.datafile import check_unique, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,9 @@ def read_rows(files: Iterable[Path]) -> list[dict]:
     """Rows of the release files through the one data reader (file and line named on a bad row)."""
     rows = []
     for f in files:
-        rows.extend(read_jsonl(f, ROW_FIELDS, _row_problem))
+        file_rows = read_jsonl(f, ROW_FIELDS, _row_problem)
+        check_unique(file_rows, f, "question_id")
+        rows.extend(file_rows)
     return rows
 
 

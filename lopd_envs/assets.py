@@ -245,7 +245,7 @@ def hub_offline_reason(endpoint: str | None = None) -> str | None:
     ``huggingface_hub``'s retries before falling back."""
     if offline():
         return f"{OFFLINE_ENV} is set"
-    if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0", "false", "False"):
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):  # huggingface_hub's reading
         return "HF_HUB_OFFLINE is set"
     if endpoint is None:
         endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"

@@ -121,6 +121,16 @@ def _acebench_error(data_dir: Path, category: str = "normal_atom_bool") -> str:
     return str(err.value)
 
 
+def _drop_field(path: Path, index: int, name: str) -> list[str]:
+    """Rewrite ``path`` with ``name`` removed from row ``index`` (0-based); returns the new rows."""
+    rows = path.read_text().splitlines()
+    row = json.loads(rows[index])
+    del row[name]
+    rows[index] = json.dumps(row)
+    path.write_text("\n".join(rows) + "\n")
+    return rows
+
+
 def test_acebench_empty_question_file(tmp_path):
     data = _acebench_copy(tmp_path)
     q = data / "acebench/data_en/data_normal_atom_bool.json"
@@ -147,11 +157,7 @@ def test_acebench_rows_that_do_not_pair(tmp_path):
 def test_acebench_row_without_function_and_truncated_file(tmp_path):
     data = _acebench_copy(tmp_path)
     q = data / "acebench/data_en/data_normal_atom_list.json"
-    rows = q.read_text().splitlines()
-    broken = json.loads(rows[5])
-    del broken["function"]
-    rows[5] = json.dumps(broken)
-    q.write_text("\n".join(rows) + "\n")
+    rows = _drop_field(q, 5, "function")
     assert _acebench_error(data, "normal_atom_list").startswith(f"{q}:6: row lacks the field 'function'")
     q.write_text("\n".join(rows[:5]) + "\n" + rows[6][: len(rows[6]) // 2])
     assert _acebench_error(data, "normal_atom_list").startswith(f"{q}:6: corrupt JSON")
@@ -284,11 +290,7 @@ def test_unreadable_path_is_one_error_naming_it(tmp_path):
 def test_acebench_agent_row_without_its_scenario(tmp_path):
     data = _acebench_copy(tmp_path)
     q = data / "acebench/data_en/data_agent_multi_step.json"
-    rows = q.read_text().splitlines()
-    row = json.loads(rows[3])
-    del row["initial_config"]
-    rows[3] = json.dumps(row)
-    q.write_text("\n".join(rows) + "\n")
+    _drop_field(q, 3, "initial_config")
     assert _acebench_error(data, "agent_multi_step").startswith(f"{q}:4: row lacks the field 'initial_config'")
 
 

@@ -3,6 +3,7 @@
     lopd envs list                 ids, categories, task counts, and what data each env loaded
     lopd assets fetch bfcl_v3      download (or find) a benchmark's files into the cache
     lopd assets where acebench     print where each file of a benchmark resolves to
+    lopd sandbox build-image       build the Docker backend's image offline from this host's Python
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     where = group.add_parser("where", help="where each file of a benchmark resolves to")
     where.add_argument("name")
     where.add_argument("--data-dir", default=None)
+    from lopd_envs.sandbox import docker_image
+    docker_image.add_commands(sub)
     return parser
 
 
@@ -109,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.group == "envs":
         return envs_list(args.data_dir)
+    if args.group == "sandbox":
+        from lopd_envs.sandbox import docker_image
+        return docker_image.command(args)
     if args.verb == "fetch":
         return assets_fetch(args.names)
     return assets_where(args.name, args.data_dir)

@@ -1,65 +1,256 @@
-"""The docker backend: a real run when an engine is reachable; otherwise its container settings are
-checked against a stand-in client (no engine runs on the CI machines)."""
+"""The docker backend on a real engine with the image ``lopd sandbox build-image`` makes (``.ci/run`` starts
+the engine and builds it), and its container settings against a stand-in client everywhere.
+
+Without an engine or the image the real-engine tests skip, each saying which one is missing and how to get
+it; ``LOPD_REQUIRE_DOCKER=1`` (set by ``.ci/run``'s Docker pass) turns those skips into failures.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tarfile
+import time
+
 import pytest
 
-from lopd_envs.sandbox import DockerSandbox, Limits, MiB, available_backends
+from lopd_envs.sandbox import Limits, MiB
+from lopd_envs.sandbox import docker as dk
+from lopd_envs.sandbox import docker_image, interpreter
 
-ENGINE = available_backends()["docker"] is None
+PROBLEM = dk.DockerSandbox.probe()
 
 
-@pytest.mark.skipif(not ENGINE, reason="no Docker engine reachable")
-def test_real_docker_run():
-    sb = DockerSandbox(Limits(timeout=20))
+def _need_engine() -> None:
+    if PROBLEM:
+        if os.environ.get("LOPD_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"LOPD_REQUIRE_DOCKER=1 but the docker backend is unavailable: {PROBLEM}")
+        pytest.skip(f"docker backend unavailable: {PROBLEM}")
+
+
+@pytest.fixture(scope="module")
+def sb():
+    _need_engine()
+    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=2, warm=1)
+    yield sandbox
+    sandbox.close()
+
+
+# ------------------------------------------------------------------------------------------ real engine
+
+def test_runs_as_nobody_with_stdin(sb):
     r = sb.run("import sys, os\nprint(sys.stdin.read(), os.getuid())", stdin="hi")
-    assert r.ok and r.stdout.split() == ["hi", "65534"] and r.backend == "docker"
+    assert r.ok and r.stdout.split() == ["hi", "65534"] and r.backend == "docker" and r.isolating
 
 
-class _Container:
-    def __init__(self, log):
-        self.log, self.attrs = log, {"State": {"OOMKilled": False}}
-
-    def start(self):
-        self.log.append("start")
-
-    def wait(self, timeout):
-        self.log.append(("wait", timeout))
-        return {"StatusCode": 0}
-
-    def logs(self, stdout, stderr):
-        return b"out\n" if stdout else b""
-
-    def reload(self):
-        pass
-
-    def kill(self):
-        self.log.append("kill")
-
-    def remove(self, force):
-        self.log.append("remove")
+def test_exit_status_and_errors(sb):
+    assert sb.run("import sys; sys.exit(3)").exit_code == 3
+    r = sb.run("raise ValueError('boom')")
+    assert r.exit_code == 1 and r.stderr.rstrip().endswith("ValueError: boom")
+    assert sb.run("import os, signal; os.kill(os.getpid(), signal.SIGTERM)").exit_code == 128 + 15
 
 
-class _Client:
+def test_no_state_passes_between_runs(sb):
+    """Files in /tmp and /dev/shm and processes left running are gone before the next run starts."""
+    leave = ("import os, subprocess, sys\nopen('/tmp/left', 'w').write('x')\nopen('/dev/shm/left', 'w').write('x')\n"
+             "if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)\nprint('left')")
+    look = ("import os\nprocs = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+            "print(sorted(os.listdir('/tmp')), sorted(os.listdir('/dev/shm')), len(procs))")
+    for _ in range(3):  # whichever warm container the next run lands in
+        assert sb.run(leave).stdout == "left\n"
+        r = sb.run(look)
+        tmp, shm, procs = r.stdout.rsplit(" ", 1)[0], r.stdout, int(r.stdout.split()[-1])
+        assert "left" not in tmp and "left" not in shm, r.stdout
+        assert procs == 3, r.stdout  # the init, the run's supervisor, the program itself
+
+
+def test_timeout_is_the_hosts_and_kills_the_tree(sb):
+    """A program that ignores signals and forks is still stopped at the wall-clock limit, and nothing of it
+    is left in the container afterwards."""
+    code = ("import os, signal\nfor s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):\n    signal.signal(s, signal.SIG_IGN)\n"
+            "os.fork()\nwhile True:\n    pass")
+    start = time.monotonic()
+    r = sb.run(code, timeout=1)
+    assert r.timed_out and not r.ok and time.monotonic() - start < 8
+    assert int(sb.run("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))").stdout) == 3
+
+
+def test_streaming_interact_answers_and_deadline(sb):
+    seen = []
+
+    def interact(chunk: bytes):
+        seen.append(chunk)
+        return b"stop\n" if b"2" in chunk else None
+
+    code = ("import sys, time\nfor i in range(5):\n    print(i, flush=True)\n    time.sleep(0.2)\n"
+            "    if i == 2:\n        print('got', sys.stdin.readline().strip(), flush=True)\n        break\n")
+    r = sb.run(code, interact=interact)
+    assert r.ok and r.stdout.splitlines() == ["0", "1", "2", "got stop"] and len(seen) >= 3
+
+    class Deadline:  # the result channel's host-side per-test clock
+        def __init__(self):
+            self.at = time.monotonic() + 0.5
+
+        def __call__(self, chunk):
+            return None
+
+        def deadline(self):
+            return self.at
+
+    start = time.monotonic()
+    r = sb.run("import time\nwhile True:\n    time.sleep(0.01)", interact=Deadline())
+    assert r.stopped and not r.timed_out and r.status() == "stopped" and time.monotonic() - start < 5
+
+
+def test_scorer_error_kills_the_program_before_returning(sb):
+    def broken(chunk):
+        raise ValueError("bad record")
+
+    start = time.monotonic()
+    r = sb.run("print(1, flush=True)\nimport time\ntime.sleep(30)", interact=broken)
+    assert r.error and "bad record" in r.error and time.monotonic() - start < 10
+    assert int(sb.run("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))").stdout) == 3
+
+
+def test_output_cap(sb):
+    r = sb.run("import sys\nsys.stdout.write('x' * 10_000_000)", output=1 * MiB)
+    assert r.truncated and len(r.stdout) == 1 * MiB and r.status() == "output_limit"
+
+
+def test_memory_limit_covers_shared_memory(sb):
+    assert sb.run("x = bytearray(1_500_000_000)", memory_limit=256 * MiB).status() == "out_of_memory"
+    # /dev/shm is size-capped, and its pages and memfd's count in the container's memory cgroup
+    shm = ("import os\nf = os.open('/dev/shm/big', os.O_CREAT | os.O_WRONLY)\n"
+           "try:\n    for _ in range(64):\n        os.write(f, b'x' * (4 << 20))\n    print('wrote 256 MiB')\n"
+           "except OSError as e:\n    print('refused', e.errno)")
+    r = sb.run(shm, memory_limit=256 * MiB)
+    assert "wrote 256 MiB" not in r.stdout and not r.ok  # refused, or killed at the file-size limit
+    memfd = ("import os\nf = os.memfd_create('m')\nfor _ in range(128):\n    os.write(f, b'x' * (4 << 20))\n"
+             "print('wrote 512 MiB')")
+    r = sb.run(memfd, memory_limit=256 * MiB)
+    assert "wrote 512 MiB" not in r.stdout and not r.ok
+
+
+def test_no_sysv_ipc_no_network_read_only_root(sb):
+    ipc = ("import ctypes\nlibc = ctypes.CDLL(None)\nprint(libc.shmget(0, 1 << 20, 0o1000 | 0o600), "
+           "libc.msgget(0, 0o1000 | 0o600))")
+    assert sb.run(ipc).stdout.split() == ["-1", "-1"]
+    net = ("import socket\ntry:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    print('connected')\n"
+           "except OSError:\n    print('no network')")
+    assert sb.run(net).stdout == "no network\n"
+    r = sb.run("open('/usr/x', 'w')")
+    assert "Read-only file system" in r.stderr
+
+
+def test_program_cannot_reach_its_supervisor(sb):
+    """The run's supervisor is not dumpable: the program cannot read its memory or descriptors."""
+    code = ("import os\nppid = os.getppid()\nfor p in ('fd', 'environ', 'mem'):\n    try:\n"
+            "        os.listdir(f'/proc/{ppid}/fd') if p == 'fd' else open(f'/proc/{ppid}/{p}', 'rb').read(1)\n"
+            "        print(p, 'open')\n    except OSError:\n        print(p, 'refused')")
+    assert sb.run(code).stdout.split() == ["fd", "refused", "environ", "refused", "mem", "refused"]
+
+
+def test_pids_limit(sb):
+    bomb = ("import os\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
+            "        break\n    if pid == 0:\n        import time\n        time.sleep(5)\n        os._exit(0)\n    n += 1\nprint(n)")
+    assert int(sb.run(bomb, processes=16).stdout) <= 16
+
+
+def test_many_runs_leave_no_processes_or_containers():
+    """100 runs, some killed: afterwards every container holds only its init, and closing removes them."""
+    _need_engine()
+    import docker
+
+    sandbox = dk.DockerSandbox(Limits(timeout=10), max_containers=2, warm=0)
+    try:
+        for i in range(100):
+            code = "import os\nos.fork()\nprint(1)" if i % 10 else "while True:\n    pass"
+            sandbox.run(code, timeout=0.5 if i % 10 == 0 else 10)
+        for warm in list(sandbox._all):
+            assert len(warm.container.top()["Processes"]) == 1, warm.container.top()
+        ids = [w.container.id for w in sandbox._all]
+    finally:
+        sandbox.close()
+    client = docker.from_env()
+    assert not [c for c in client.containers.list(all=True) if c.id in ids]
+
+
+def test_any_named_image_and_the_probe_hint(monkeypatch):
+    problem = dk.DockerSandbox.probe("lopd-no-such-image:0")
+    assert problem and ("lopd sandbox build-image" in problem or "no Docker engine" in problem)
+    monkeypatch.setenv(dk.ENV_IMAGE, "my/own:tag")
+    assert dk.default_image() == "my/own:tag"
+
+
+# ------------------------------------------------------------------------------------- the image builder
+
+def test_image_tarball_holds_the_interpreter_and_only_what_it_links(tmp_path):
+    python = interpreter.resolve(True)
+    extra = os.path.dirname(os.path.abspath(docker_image.__file__))  # stands for a site-packages folder
+    out = tmp_path / "rootfs.tar"
+    n = docker_image.write_tarball(out, python, [extra])
+    with tarfile.open(out) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    exe = os.path.realpath(python.executable).lstrip("/")
+    assert members[exe].mode & 0o777 == 0o711  # execute-only: processes started from it are non-dumpable
+    assert members["usr/bin/python"].issym() and members["tmp"].mode & 0o1777 == 0o1777
+    assert f"{extra.lstrip('/')}/docker_image.py" in members
+    assert any(name.endswith("/os.py") for name in members) and not any("/test/" in name for name in members)
+    libs = [name for name in members if ".so" in name and "python3" not in name and name != exe]
+    assert libs and not any(name.startswith(("root/", "home/", "etc/shadow")) for name in members)
+    here = os.path.dirname(extra).lstrip("/")
+    assert not [name for name in members if name.startswith(here + "/") and not name.startswith(extra.lstrip("/"))]
+    assert n < 5000  # the standard library and a handful of libraries, not the host's /usr/lib
+    with pytest.raises(ValueError, match="covers"):  # /tmp is a tmpfs in the container: it would be hidden
+        docker_image.image_files(python, [str(tmp_path)])
+
+
+def test_build_image_command_reports_failures_in_one_line(capsys):
+    from lopd_envs import cli
+
+    assert cli.main(["sandbox", "build-image", "--extra", "/no/such/folder", "--tag", "lopd-test:x"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("could not build the sandbox image") and "\n" not in err
+
+
+@pytest.mark.slow
+def test_build_image_for_real():
+    _need_engine()
+    out = subprocess.run([sys.executable, "-m", "lopd_envs.cli", "sandbox", "build-image", "--tag",
+                          "lopd-sandbox:test"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    sandbox = dk.DockerSandbox(image="lopd-sandbox:test", warm=0)
+    try:
+        assert sandbox.run("print(6 * 7)").stdout == "42\n"
+    finally:
+        sandbox.close()
+
+
+# ------------------------------------------------------------------------------- stand-in client (no engine)
+
+class _Containers:
     def __init__(self):
-        self.log, self.kwargs = [], None
-        self.containers = self
+        self.kwargs = None
 
-    def create(self, image, command, **kwargs):
+    def run(self, image, command, **kwargs):
         self.image, self.command, self.kwargs = image, command, kwargs
-        return _Container(self.log)
+        return type("C", (), {"id": "c0", "remove": lambda self, force: None})()
 
 
 def test_container_is_locked_down():
-    pytest.importorskip("docker")
-    sb = object.__new__(DockerSandbox)
-    sb.limits, sb.image, sb.client = Limits(timeout=3, memory=256 * MiB), "python:3.11-slim", _Client()
-    r = sb.run("print('x')", stdin="data")
-    kw = sb.client.kwargs
-    assert r.ok and r.stdout == "out\n" and r.backend == "docker" and r.isolating
-    assert kw["network_disabled"] and kw["network_mode"] == "none" and kw["read_only"]
-    assert kw["user"] == "65534:65534" and kw["cap_drop"] == ["ALL"] and "no-new-privileges" in kw["security_opt"]
-    assert kw["mem_limit"] == kw["memswap_limit"] == 256 * MiB and kw["pids_limit"] > 0
-    assert list(kw["volumes"].values())[0] == {"bind": "/sandbox", "mode": "ro"}
-    assert sb.client.command[:3] == ["python", "-I", "-S"] and sb.client.log[-1] == "remove"
+    sandbox = object.__new__(dk.DockerSandbox)
+    sandbox.image, sandbox.client = "img:1", type("Client", (), {"containers": _Containers()})()
+    sandbox._cond, sandbox._all, sandbox._closed, sandbox._owner = __import__("threading").Condition(), set(), False, "o"
+    warm = sandbox._start(dk._Shape.of(Limits(memory=256 * MiB, processes=8, file_size=2 * MiB)))
+    kw = sandbox.client.containers.kwargs
+    try:
+        assert kw["network_disabled"] and kw["network_mode"] == "none" and kw["read_only"]
+        assert kw["user"] == "65534:65534" and kw["cap_drop"] == ["ALL"] and "no-new-privileges" in kw["security_opt"]
+        assert kw["mem_limit"] == kw["memswap_limit"] == 256 * MiB and kw["pids_limit"] == 10  # + init and supervisor
+        assert kw["volumes"][str(warm.folder)] == {"bind": "/sandbox", "mode": "ro"}
+        assert "size=2097152" in kw["tmpfs"]["/tmp"] and "nr_inodes" in kw["tmpfs"]["/dev/shm"]
+        assert kw["sysctls"]["kernel.shmall"] == "0" and kw["sysctls"]["kernel.msgmni"] == "0"
+        assert kw["ipc_mode"] == "private" and kw["log_config"] == {"type": "none"}
+    finally:
+        dk._remove(warm)

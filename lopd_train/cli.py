@@ -118,57 +118,111 @@ def train_main(argv: list[str] | None = None) -> int:
     return 0
 
 
+EVAL_EPILOG = """\
+examples:
+  lopd-eval --model smollm2-135m-instruct --env lopd/BFCLv3-v0 --category simple --limit 50 --output evals/bfcl
+  lopd-eval --model runs/my-run --env lopd/HumanEvalPlus-v0 --env lopd/MBPPPlus-v0 --output evals/code
+  lopd-eval --model Qwen/Qwen3-4B --backend openai --base-url http://127.0.0.1:8000/v1 --env lopd/ACEBench-v0
+  lopd-eval --output evals/bfcl --resume ...            # continue after an interruption (same settings)
+  lopd-eval --config my_eval.toml                        # keys: the option names (model, env = [...], ...)
+
+outputs in --output: records.jsonl (one line per task and sample, append-only), results.json (scores with
+each leaderboard's own aggregation, model/adapter/data hashes, settings, package versions, timings),
+results.md (table), results.png (bar chart).
+"""
+
+
 def eval_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lopd-eval", description="Score a model (or a training run's student) on "
-                                "lopd envs: a table on stdout, JSON and a bar chart.")
-    p.add_argument("--model", required=True, help="model spec: alias, .gguf, folder (e.g. runs/x/student) or hub id")
-    p.add_argument("--adapter", help="a LoRA adapter folder to merge first (e.g. runs/x/checkpoints/step-N/"
-                   "student_adapter)")
-    p.add_argument("--env", action="append", required=True, help="env id; repeat for several")
-    p.add_argument("--category", default="all", help="benchmark category (comma-separated, or 'all')")
-    p.add_argument("--data-dir", help="benchmark data folder")
-    p.add_argument("--env-kwargs", default="{}", help="extra gym.make keyword arguments (JSON)")
-    p.add_argument("--limit", type=int, help="first N tasks per env only")
-    p.add_argument("--tasks", help="comma-separated task ids")
-    p.add_argument("--batch-size", type=int, default=8, help="episodes run in lockstep (batched generation)")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="tokens per turn at most")
-    p.add_argument("--max-sequence-tokens", type=int, default=4096, help="episode token budget")
-    p.add_argument("--sample", action="store_true", help="sample at --temperature instead of greedy decoding")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature with --sample")
-    p.add_argument("--tool-syntax", default="hermes", help="tool-call syntax asked for: hermes or python")
-    p.add_argument("--tool-prompt", default="auto", help="tools in our system prompt: auto, always, never")
-    p.add_argument("--device", default="auto", help="torch device")
-    p.add_argument("--dtype", default="auto", help="weights dtype")
-    p.add_argument("--out", default="eval_results.json", help="JSON output (a PNG chart is written beside it)")
-    p.add_argument("--seed", type=int, default=0, help="torch seed (for --sample)")
+    p = argparse.ArgumentParser(prog="lopd-eval", description="Score a model (a checkpoint, a lopd-train run, or a "
+                                "served model) on lopd envs with each benchmark's own leaderboard aggregation.",
+                                epilog=EVAL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    a = p.add_argument
+    a("--config", help="TOML or JSON file of settings (keys: the option names); flags override it")
+    a("--model", help="HF id or folder, LoRA adapter folder, .gguf, the smollm2-135m-instruct alias, or a "
+      "lopd-train run folder (its student/ or latest checkpoint); with --backend openai: the served model name")
+    a("--adapter", help="a LoRA adapter folder to apply (vllm: through LoRARequest; hf: merged)")
+    a("--env", action="append", help="env id (lopd/BFCLv3-v0 ...); repeat for several")
+    a("--category", help="benchmark category, comma-separated, or 'all' (default)")
+    a("--language", help="benchmark language where the env has several (ACEBench: en, zh)")
+    a("--data-dir", help="benchmark data folder")
+    a("--env-kwargs", help="extra gym.make keyword arguments (JSON)")
+    a("--limit", type=int, help="first N tasks per env (the benchmark's order)")
+    a("--tasks", help="comma-separated task ids")
+    a("--samples", type=int, help="samples per task (pass@k with the unbiased estimator); needs --temperature")
+    a("--temperature", type=float, help="sampling temperature (default 0: greedy)")
+    a("--max-new-tokens", type=int, help="tokens per turn at most (default 256)")
+    a("--max-sequence-tokens", type=int, help="episode token budget for hf/vllm (default 4096)")
+    a("--batch-size", type=int, help="episodes in lockstep: one batched generate or that many requests (default 8)")
+    a("--backend", choices=["hf", "vllm", "openai"], help="generation backend (default hf)")
+    a("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (--backend openai)")
+    a("--api-key-env", help="environment variable holding the server's API key")
+    a("--served-model", help="model name to send to the server (default: --model)")
+    a("--concurrency", type=int, help="concurrent requests (openai; default 8)")
+    a("--request-timeout", type=float, help="seconds per request (openai; default 120)")
+    a("--max-retries", type=int, help="retries with exponential backoff (openai; default 5)")
+    a("--tool-mode", choices=["auto", "native", "text"], help="openai: native tools=, our text tool prompt, or "
+      "auto (native unless the server rejects it)")
+    a("--tool-syntax", help="tool-call syntax asked for in the text prompt: hermes or python")
+    a("--tool-prompt", help="tools in our system prompt: auto, always, never")
+    a("--device", help="torch device (hf)")
+    a("--dtype", help="weights dtype")
+    a("--seed", type=int, help="base seed (each task and sample gets its own)")
+    a("--output", help="output folder (default: eval)")
+    a("--out", help=argparse.SUPPRESS)  # the earlier single-JSON output, still written when given
+    a("--resume", action="store_true", default=None, help="skip records already in --output/records.jsonl")
+    a("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     return p
 
 
-def eval_main(argv: list[str] | None = None) -> int:
+def eval_config_from_args(argv: list[str] | None = None):
+    from lopd_train.evaluation import EvalConfig
+
     args = eval_parser().parse_args(argv)
+    known = {f.name for f in dataclasses.fields(EvalConfig)}
+    values: dict[str, Any] = {}
+    if args.config:
+        for k, v in load_settings(args.config).items():
+            key = k.replace("-", "_")
+            if key not in known:
+                raise SystemExit(f"{args.config}: unknown setting {k!r}")
+            values[key] = [v] if key == "env" and isinstance(v, str) else v
+    for name, v in vars(args).items():
+        if v is None or name in ("config", "out"):
+            continue
+        if name == "env_kwargs":
+            v = json.loads(v)
+        elif name == "tasks":
+            v = v.split(",")
+        values[name] = v
+    if not values.get("model"):
+        raise SystemExit("lopd-eval: --model is required (or model = ... in --config)")
+    if args.out and "output" not in values:  # the earlier interface: records go beside the JSON it names
+        values["output"] = str(Path(args.out).with_suffix("")) + "-eval"
+    try:
+        return EvalConfig(**values), args
+    except ValueError as exc:
+        raise SystemExit(f"lopd-eval: {exc}") from exc
+
+
+def load_settings(path: str) -> dict[str, Any]:
+    text = Path(path).read_text()
+    if path.endswith(".json"):
+        return json.loads(text)
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def eval_main(argv: list[str] | None = None) -> int:
+    cfg, args = eval_config_from_args(argv)
     quiet_known_warnings()
-    import torch
-
     from lopd_train import evaluation
-    from lopd_train.rollout import SamplingConfig
 
-    torch.manual_seed(args.seed)
-    policy, tok = evaluation.load_for_eval(args.model, args.adapter, args.device, args.dtype)
-    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              greedy=not args.sample, max_sequence_tokens=args.max_sequence_tokens,
-                              tool_syntax=args.tool_syntax, tool_prompt=args.tool_prompt)
-    kwargs = json.loads(args.env_kwargs)
-    cats = args.category.split(",")
-    kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    if args.data_dir:
-        kwargs.setdefault("data_dir", args.data_dir)
-    results = [evaluation.evaluate(policy, tok, env_id, kwargs, args.limit, args.batch_size, sampling,
-                                   args.tasks.split(",") if args.tasks else None) for env_id in args.env]
-    print(evaluation.table(results))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"model": args.model, "adapter": args.adapter, "results": results}, indent=2))
-    evaluation.plot(results, out.with_suffix(".png"), args.model)
+    results = evaluation.run_eval(cfg)
+    print(evaluation.report.markdown(results))
+    if args.out:
+        evaluation.write_legacy_summary(results, evaluation.read_records(Path(cfg.output) / "records.jsonl"),
+                                        Path(args.out))
     return 0
 
 

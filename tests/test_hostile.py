@@ -21,10 +21,15 @@ import gymnasium as gym
 import pytest
 
 import lopd_envs
-from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB, available_backends
+from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB
+from tests.isolation import require_bubblewrap
 
 gym.register_envs(lopd_envs)
-pytestmark = pytest.mark.skipif(available_backends()["bubblewrap"] is not None, reason="bubblewrap unavailable")
+
+@pytest.fixture(autouse=True)
+def _needs_bubblewrap():
+    """Loud skip without bubblewrap (a failure under CI=true): these tests are about its isolation."""
+    require_bubblewrap()
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN = "lopd-canary-" + uuid.uuid4().hex
@@ -119,7 +124,7 @@ RAW = [
      "import socket\ntry:\n    print(socket.gethostbyname('example.com'))\nexcept OSError as e: print('blocked', e)",
      lambda r, h: "blocked" in r.stdout),
     ("udp_send", "send a UDP datagram out",
-     "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ntry:\n    s.sendto(b'x', ('8.8.8.8', 53)); print('sent')\nexcept OSError as e: print('blocked', e)",
+     "import socket\ntry:\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.sendto(b'x', ('8.8.8.8', 53)); print('sent')\nexcept OSError as e: print('blocked', e)",
      lambda r, h: "blocked" in r.stdout),
     ("write_host_tmp", "write a file into the host's /tmp",
      "open('/tmp/pwned', 'w').write('x')\nimport os\nprint(os.path.exists('/tmp/pwned'))",

@@ -6,10 +6,12 @@ one) and creates the sandbox on first use, so an env that is only listed or insp
 
 from __future__ import annotations
 
+import os
 from typing import Any, Sequence
 
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
-from lopd_envs.sandbox import Sandbox, get_sandbox
+from lopd_envs.sandbox import (BACKENDS, ENV_BACKEND, ISOLATING, Sandbox, SandboxUnavailable, get_sandbox,
+                               no_isolation_message)
 from lopd_envs.tools import AssistantTurn
 
 
@@ -18,21 +20,39 @@ class CodeEnv(AgentEnv):
 
     ``sandbox=``: a backend name (``"bubblewrap"``, ``"docker"``, ``"process"``), a :class:`Sandbox`
     instance (shared between envs, e.g. a pool), or ``None`` for the best isolating backend available.
+    Without one, construction fails with :class:`SandboxUnavailable` saying how to install bubblewrap,
+    reach Docker or opt in: model-written code never runs unisolated unless the user asked for it by
+    name (``sandbox="process"``, ``LOPD_SANDBOX=process``) or with ``allow_unisolated=True``. The check
+    happens here, at ``make`` time, so that ``step`` never raises for it.
     """
 
     default_max_turns = 1
 
     def __init__(self, category: str | Sequence[str] = "all", *, sandbox: str | Sandbox | None = None,
-                 **options: Any):
-        self._sandbox_choice = sandbox
+                 allow_unisolated: bool = False, **options: Any):
+        self._sandbox_choice, self.allow_unisolated = sandbox, allow_unisolated
+        if not isinstance(sandbox, Sandbox):
+            refusal = isolation_refusal(sandbox, allow_unisolated)
+            if refusal:
+                raise SandboxUnavailable(refusal)
         super().__init__(category=category, **options)
 
     @property
     def sandbox(self) -> Sandbox:
         """The sandbox that runs candidates, created from the choice on first use."""
         if not isinstance(self._sandbox_choice, Sandbox):
-            self._sandbox_choice = get_sandbox(self._sandbox_choice)
+            self._sandbox_choice = get_sandbox(self._sandbox_choice, allow_unisolated=self.allow_unisolated)
         return self._sandbox_choice
+
+
+def isolation_refusal(choice: str | None, allow_unisolated: bool) -> str | None:
+    """Why the sandbox choice cannot run code here without an opt-in (None: it can). Only probes, so an
+    env that is never stepped starts no sandbox."""
+    choice = choice or os.environ.get(ENV_BACKEND) or "auto"
+    if choice != "auto" or allow_unisolated:
+        return None
+    reasons = {name: BACKENDS[name].probe() for name in ISOLATING}
+    return None if any(r is None for r in reasons.values()) else no_isolation_message(reasons)
 
 
 class CodeAnswerEpisode(Episode):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lopd_envs.codeexec import valuecodec
+from lopd_envs.codeexec.channel import ResultChannel, is_int
 from lopd_envs.sandbox import GiB, MiB, RunResult, Sandbox
 
 _HERE = Path(__file__).resolve().parent
@@ -70,7 +71,12 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
                        set_eq: bool = False, memory: int = 4 * GiB, timeout: float = 60.0,
                        watch: Callable[[dict], str | None] | None = None) -> FunctionRun:
     """Run ``code``'s ``entry_point`` on every group's inputs in one sandboxed process. ``watch`` sees each
-    record as it arrives and may return a group name: the harness then skips the rest of that group."""
+    record as it arrives and may return a group name: the harness then skips the rest of that group.
+
+    Each input's time limit is enforced by the host (see :mod:`.channel`): a return value that arrives
+    after its limit, or none by then (the run is killed), reads as a ``TimeoutException`` for that input,
+    whatever the sandbox reported; a record over the channel's budget or one the watcher fails on reads as
+    an error for the input it was due for."""
     request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
                "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
                "groups": [{"name": g.name, "inputs": "@INPUTS%d@" % k,
@@ -80,74 +86,105 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     for k, g in enumerate(groups):  # splice in the (cached) encoded inputs without re-encoding them
         payload = payload.replace(f'"@INPUTS{k}@"', g.inputs_json(), 1)
     data = payload.encode("utf-8", "surrogatepass")
-    reader = RecordReader(watch)
+    schedule = FunctestSchedule(groups, watch, timed=not reference)
+    channel = ResultChannel(schedule)
     result = sandbox.run(harness_source(), stdin=b"%d\n" % len(data) + data, timeout=timeout,
                          memory_limit=memory, output=256 * MiB, stack=memory if guard else None, processes=64,
-                         interact=reader.feed)
-    return FunctionRun(collect(reader.finish(result.stdout), [g.name for g in groups]), result, reader.streamed)
+                         interact=channel)
+    channel.finish()
+    records = host_verdicts(channel, schedule, result)
+    return FunctionRun(collect(records, [g.name for g in groups]), result, channel.streamed)
 
 
-class RecordReader:
-    """Splits the harness's stream into records as it arrives, so a watcher can act on them early."""
+class FunctestSchedule:
+    """``functest_harness``'s record sequence: per group ``ready`` (or ``exec_error``), then one result
+    per input in order (``v`` or ``err``), then ``end`` (also after ``budget`` or a skip)."""
 
-    def __init__(self, watch: Callable[[dict], str | None] | None):
-        self.watch, self.records, self.parts, self.skipped = watch, [], [], set()
-        self.streamed = False
+    def __init__(self, groups: Sequence[Group], watch: Callable[[dict], str | None] | None, timed: bool = True):
+        self.groups, self.user_watch, self.timed = list(groups), watch, timed
+        self.k, self.i, self.ready = 0, 0, False
+        self.skipped: set[str] = set()
 
     @property
-    def partial(self) -> bytes:
-        return b"".join(self.parts)
+    def group(self) -> Group | None:
+        return self.groups[self.k] if self.k < len(self.groups) else None
 
-    def feed(self, chunk: bytes) -> bytes | None:
-        self.streamed = True
-        if b"\n" not in chunk:  # a long record arriving in pieces: join once, when its line ends
-            self.parts.append(chunk)
+    def limit(self) -> float | None:
+        g = self.group
+        if not self.timed or g is None or not self.ready or g.time_limits is None or self.i >= len(g.time_limits):
             return None
-        lines = (b"".join(self.parts) + chunk).split(b"\n")
-        self.parts = [lines.pop()]
-        answer = b""
-        for rec in _parse_many(lines):
-            self.records.append(rec)
-            group = self.watch(rec) if self.watch else None
-            if group and group not in self.skipped:
-                self.skipped.add(group)
-                answer += f"skip:{group}\n".encode()
-        return answer or None
+        return float(g.time_limits[self.i])
 
-    def finish(self, stdout: str) -> list[dict]:
-        """All records (re-read from the captured output when the backend did not stream)."""
-        if not self.streamed:
-            return [r for r in map(_parse, stdout.encode("utf-8", "surrogatepass").split(b"\n")) if r is not None]
-        tail = _parse(self.partial)
-        return self.records + ([tail] if tail is not None else [])
+    def accept(self, rec: dict) -> bool:
+        g = self.group
+        if g is None or rec.get("g") != g.name:
+            return False
+        if not self.ready:
+            if "ready" in rec:
+                self.ready = True
+            elif "exec_error" in rec:
+                self.k, self.ready, self.i = self.k + 1, False, 0
+            else:
+                return False
+            return True
+        if "end" in rec:
+            self.k, self.ready, self.i = self.k + 1, False, 0
+            return True
+        if "budget" in rec:
+            return True
+        if rec.get("i") == self.i and is_int(self.i) and ("v" in rec or "err" in rec):
+            self.i += 1
+            return True
+        return False
 
-
-def _parse_many(lines: list[bytes]) -> list[dict]:
-    """Parse a batch of record lines in one ``json`` call; on any malformed line, fall back to one by one
-    (dropping what does not parse)."""
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        return []
-    try:
-        recs = valuecodec.loads(b"[" + b",".join(lines) + b"]")
-        if all(isinstance(r, dict) for r in recs):
-            return recs
-    except (ValueError, RecursionError, TypeError):
-        pass
-    return [r for r in map(_parse, lines) if r is not None]
-
-
-def _parse(line: bytes) -> dict | None:
-    try:
-        rec = valuecodec.loads(line)
-    except (ValueError, RecursionError, TypeError):
+    def watch(self, rec: dict) -> bytes | None:
+        if self.user_watch is None or "i" not in rec:
+            return None
+        group = self.user_watch(rec)
+        if group and group not in self.skipped:
+            self.skipped.add(group)
+            return f"skip:{group}\n".encode()
         return None
-    return rec if isinstance(rec, dict) else None
+
+    def pending(self) -> dict | None:
+        """Where the sequence stopped: the record it was waiting for (group and input, or the load)."""
+        g = self.group
+        if g is None:
+            return None
+        return {"g": g.name, "i": self.i} if self.ready else {"g": g.name}
+
+
+def host_verdicts(channel: ResultChannel, schedule: FunctestSchedule, result: RunResult) -> list[dict]:
+    """The accepted records with the host's verdicts applied: late results become timeouts, and the record
+    the run was stopped waiting for (deadline or violation) becomes a timeout or an error."""
+    records = []
+    for arrival in channel.arrivals:
+        rec = arrival.record
+        if arrival.late and "i" in rec:
+            rec = {"g": rec["g"], "i": rec["i"], "err": f"TimeoutException: took {arrival.elapsed:.2f}s by the "
+                                                         "host's clock"}
+        records.append(rec)
+        if arrival.late:
+            return records
+    pending = schedule.pending() if result.stopped else None
+    if pending is not None:
+        why = (f"ScorerBudget: {channel.violation}" if channel.violation is not None
+               else "TimeoutException: no result by the host's deadline")
+        records.append({**pending, "err": why} if "i" in pending else {**pending, "exec_error": why})
+    return records
 
 
 def parse_records(stdout: str, names: Sequence[str]) -> dict[str, GroupOutcome]:
-    """Read the harness's JSON lines (see :func:`collect`)."""
-    return collect([r for r in map(_parse, stdout.encode("utf-8", "surrogatepass").split(b"\n")) if r], names)
+    """Read the harness's JSON lines (see :func:`collect`), e.g. from a backend that could not stream."""
+    records = []
+    for line in stdout.encode("utf-8", "surrogatepass").split(b"\n"):
+        try:
+            rec = valuecodec.loads(line)
+        except (ValueError, RecursionError, TypeError):
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return collect(records, names)
 
 
 def collect(records: Sequence[dict], names: Sequence[str]) -> dict[str, GroupOutcome]:

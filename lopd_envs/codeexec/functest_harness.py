@@ -9,8 +9,10 @@ as evalplus does, so hopeless candidates cost little.
 Request: ``code``, ``entry_point``, ``groups`` (``name``, ``inputs`` (encoded), ``time_limits``, ``budget``),
 and flags: ``guard`` (evalplus's reliability guard), ``reference`` (trusted run: deep-copy inputs, time
 each call, no limits), ``output_not_none``, ``set_eq``, ``memory``.
-Records: ``{"g", "i", "v"[, "s"], "t"}``, ``{"g", "i", "err"}``, ``{"g", "exec_error"}``,
-``{"g", "budget": 1}`` (group stopped for time), ``{"g", "end": 1}``.
+Records: ``{"g", "ready": 1}`` (code loaded), ``{"g", "i", "v"[, "s"], "t"}``, ``{"g", "i", "err"}``,
+``{"g", "exec_error"}``, ``{"g", "budget": 1}`` (group stopped for time), ``{"g", "end": 1}``. The per-input
+timer here is only a convenience: the host times each input from the arrival of the record before it
+(``channel.py``), so a candidate that cancels the timer still fails a slow input.
 """
 
 import contextlib as _contextlib
@@ -118,6 +120,7 @@ def _main():
         except BaseException as exc:  # noqa: BLE001 - the verdict is "fail", whatever it was
             emit({"g": name, "exec_error": f"{type(exc).__name__}: {exc}"[:500]})
             continue
+        emit({"g": name, "ready": 1})  # the host starts input 0's clock on this record's arrival
         started = now()
         for i, inp in enumerate(inputs):
             if not reference and skipped(name):

@@ -6,6 +6,11 @@
     result.stdout, result.backend, result.isolating
 
 ``LOPD_SANDBOX`` (``bubblewrap``, ``docker``, ``process``) forces a backend.
+
+The plain process backend does not isolate, so "auto" never falls back to it by itself: without an
+isolating backend it raises :class:`SandboxUnavailable` with what to install. Asking for it by name
+(``get_sandbox("process")``, ``LOPD_SANDBOX=process``, a code env's ``sandbox="process"``) or passing
+``allow_unisolated=True`` is the explicit opt-in.
 """
 
 from __future__ import annotations
@@ -33,27 +38,43 @@ def available_backends() -> dict[str, str | None]:
     return {name: BACKENDS[name].probe() for name in ORDER}
 
 
-def get_sandbox(backend: str | None = None) -> Sandbox:
-    """A shared instance of ``backend`` ("auto" or None: the best that works here)."""
+ISOLATING = ("bubblewrap", "docker")
+
+
+def no_isolation_message(reasons: dict[str, str | None]) -> str:
+    """The one error a user without an isolating backend sees: why each failed and the three ways out."""
+    why = "; ".join(f"{k}: {v}" for k, v in reasons.items() if v)
+    return ("no isolating sandbox backend works here, so model-written code will not be run (" + why + "). "
+            "Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
+            "or make a Docker engine reachable (a running dockerd and DOCKER_HOST or /var/run/docker.sock; "
+            "build the local image with `lopd sandbox build-image`), "
+            "or opt in to running it UNISOLATED in plain processes with LOPD_SANDBOX=process "
+            "(or sandbox=\"process\" / allow_unisolated=True).")
+
+
+def get_sandbox(backend: str | None = None, allow_unisolated: bool = False) -> Sandbox:
+    """A shared instance of ``backend`` ("auto" or None: the best isolating backend that works here; the
+    process backend only by name or with ``allow_unisolated=True``)."""
     backend = backend or os.environ.get(ENV_BACKEND) or "auto"
     with _lock:
-        if backend in _instances:
-            return _instances[backend]
+        key = "auto+process" if backend == "auto" and allow_unisolated else backend
+        if key in _instances:
+            return _instances[key]
         if backend == "auto":
-            reasons = {}
-            for name in ORDER:
+            reasons: dict[str, str | None] = {}
+            for name in ORDER if allow_unisolated else ISOLATING:
                 reasons[name] = BACKENDS[name].probe()
                 if reasons[name] is None:
-                    _instances["auto"] = _instances.get(name) or BACKENDS[name]()
-                    _instances[name] = _instances["auto"]
-                    return _instances["auto"]
-            raise SandboxUnavailable("no sandbox backend works here: " + "; ".join(f"{k}: {v}" for k, v in reasons.items()))
+                    _instances[key] = _instances.get(name) or BACKENDS[name]()
+                    _instances[name] = _instances[key]
+                    return _instances[key]
+            raise SandboxUnavailable(no_isolation_message(reasons))
         if backend not in BACKENDS:
             raise ValueError(f"unknown sandbox backend {backend!r}; choose from auto, {', '.join(ORDER)}")
         _instances[backend] = BACKENDS[backend]()
         return _instances[backend]
 
 
-__all__ = ["BACKENDS", "BubblewrapSandbox", "DockerSandbox", "GiB", "Limits", "MiB", "ProcessSandbox",
+__all__ = ["ISOLATING", "no_isolation_message", "BACKENDS", "BubblewrapSandbox", "DockerSandbox", "GiB", "Limits", "MiB", "ProcessSandbox",
            "RunRequest", "RunResult", "Sandbox", "SandboxPool", "SandboxUnavailable", "available_backends",
            "default_workers", "get_sandbox"]

@@ -28,19 +28,19 @@ Interact = Callable[[bytes], Optional[bytes]]
 GiB = 1 << 30
 
 #: Run inside the sandboxed interpreter via ``python -I -S -c BOOTSTRAP <limits...> <program>``.
-#: argv: address space, CPU seconds, file size, processes, stack (-1 = leave), then the program path.
-#: The program runs as ``__main__`` in a fresh namespace; the bootstrap's own names are deleted first.
+#: argv: address space, CPU seconds, file size, processes, stack (-1 = leave), open files, then the program
+#: path. The program runs as ``__main__`` in a fresh namespace; the bootstrap's own names are deleted first.
 BOOTSTRAP = r"""
 import resource as _r, sys as _s
-for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC, _r.RLIMIT_STACK, _r.RLIMIT_CORE),
-                  [int(_x) for _x in _s.argv[1:6]] + [0]):
+for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC, _r.RLIMIT_STACK, _r.RLIMIT_NOFILE,
+                   _r.RLIMIT_CORE), [int(_x) for _x in _s.argv[1:7]] + [0]):
     if _v >= 0:
         try:
             _r.setrlimit(_k, (_v, _v))
         except (ValueError, OSError):
             _r.setrlimit(_k, (min(_v, _r.getrlimit(_k)[1]), _r.getrlimit(_k)[1]))
-_p = _s.argv[6]
-_s.argv = [_p] + _s.argv[7:]
+_p = _s.argv[7]
+_s.argv = [_p] + _s.argv[8:]
 with open(_p, "rb") as _f:
     _c = compile(_f.read(), _p, "exec")
 del _r, _k, _v, _f
@@ -59,11 +59,13 @@ class Limits:
     file_size: int = 16 * MiB  # RLIMIT_FSIZE; also the size of the private /tmp
     output: int = 4 * MiB  # stdout + stderr kept; the run is killed once more arrives
     stack: int | None = None  # RLIMIT_STACK (None: the system default)
+    #: RLIMIT_NOFILE: a low cap bounds the pipe/socket buffers one process can pin outside its memory limit
+    open_files: int = 64
 
     def rlimit_args(self) -> list[str]:
         cpu = self.cpu_time if self.cpu_time is not None else self.timeout
         return [str(int(self.memory)), str(max(1, math.ceil(cpu)) + 1), str(int(self.file_size)),
-                str(int(self.processes)), str(int(self.stack) if self.stack else -1)]
+                str(int(self.processes)), str(int(self.stack) if self.stack else -1), str(int(self.open_files))]
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,13 @@ class RunResult:
     isolating: bool
     truncated: bool = False
     error: str | None = None
+    #: the host's scorer ended the run early: a per-test deadline passed, or a record broke its budget
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not (self.timed_out or self.oom or self.truncated or self.error)
+        return self.exit_code == 0 and not (self.timed_out or self.oom or self.truncated or self.error
+                                            or self.stopped)
 
     def status(self) -> str:
         if self.error:
@@ -95,6 +100,8 @@ class RunResult:
             return "out_of_memory"
         if self.truncated:
             return "output_limit"
+        if self.stopped:
+            return "stopped"
         return "ok" if self.exit_code == 0 else "error"
 
 
@@ -118,8 +125,11 @@ class Sandbox:
         shows up as ``RunResult.error``.
 
         ``interact``, when given, sees each chunk of stdout as it arrives and may answer with bytes for the
-        program's stdin, which then stays open (a scorer uses it to stop a group of tests early). Backends
-        that cannot stream (docker) call it once with the whole output and ignore the answer."""
+        program's stdin, which then stays open (a scorer uses it to stop a group of tests early). If it has a
+        ``deadline()`` method (see :class:`lopd_envs.codeexec.channel.ResultChannel`), the run is killed
+        (``stopped``) once that monotonic time passes: the host's own per-test clock. If it raises, the
+        run is killed and reaped and the error is reported in ``RunResult.error``. Backends that cannot
+        stream (docker) call it once with the whole output and ignore the answer."""
         lim = self.limits
         overrides = {k: v for k, v in limits.items() if v is not None}
         if timeout is not None:
@@ -184,7 +194,8 @@ class UidSlots:
 
     def __init__(self, size: int = 256):
         base = 1_000_000 + (os.getpid() % 50_000) * size
-        self._free = list(range(base, base + size))
+        self.uids = range(base, base + size)
+        self._free = list(self.uids)
         self._cond = threading.Condition()
 
     def acquire(self) -> int:
@@ -206,67 +217,6 @@ def as_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
-            env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
-            grace: float = 0.5, interact: Interact | None = None) -> RunResult:
-    """Start ``argv`` in its own session, feed ``stdin``, read both streams up to ``limits.output`` bytes,
-    and kill the whole process group on timeout or overflow."""
-    start = time.monotonic()
-    argv, ids = as_user(list(argv), uid)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
-                            close_fds=True, **ids)
-    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin, interact is None), daemon=True)
-    writer.start()
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
-    total, truncated, timed_out = 0, False, False
-    deadline = start + limits.timeout
-    with selectors.DefaultSelector() as sel:
-        for stream in (proc.stdout, proc.stderr):
-            sel.register(stream, selectors.EVENT_READ)
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            for key, _ in sel.select(timeout=min(remaining, 1.0)):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    sel.unregister(key.fileobj)
-                    continue
-                room = limits.output - total
-                chunks[key.fd].append(data[:max(room, 0)])
-                if interact is not None and key.fd == out_fd:
-                    _answer(proc, interact(data))
-                total += len(data)
-                if total > limits.output:
-                    truncated = True
-                    break
-            if truncated:
-                break
-    if timed_out or truncated:
-        _kill_group(proc)
-    try:
-        exit_code = proc.wait(timeout=max(grace, deadline - time.monotonic()) if not timed_out else grace)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(proc)
-        exit_code = proc.wait()
-    _kill_group(proc)  # stragglers of the process backend (bubblewrap's PID namespace needs none)
-    writer.join(timeout=1.0)
-    for stream in (proc.stdout, proc.stderr, proc.stdin):
-        try:
-            stream.close()
-        except OSError:
-            pass
-    stdout = b"".join(chunks[out_fd]).decode("utf-8", "replace")
-    stderr = b"".join(chunks[err_fd]).decode("utf-8", "replace")
-    oom = not (timed_out or truncated) and looks_out_of_memory(exit_code, stderr)
-    return RunResult(stdout, stderr, exit_code, timed_out, oom, time.monotonic() - start, backend, isolating,
-                     truncated=truncated)
-
-
 def as_user(argv: list[str], uid: int | None) -> tuple[list[str], dict]:
     """Start ``argv`` as ``uid``. Through ``setpriv`` when available: letting ``subprocess`` switch the uid
     itself rules out ``vfork``, and a full ``fork`` of a large parent (a trainer) costs ~30 ms per run."""
@@ -284,34 +234,6 @@ def looks_out_of_memory(exit_code: int | None, stderr: str) -> bool:
     """RLIMIT_AS surfaces as Python's MemoryError (or a SIGKILL/SIGSEGV from a failed allocation)."""
     tail = stderr.rstrip().rsplit("\n", 1)[-1] if stderr.strip() else ""
     return exit_code not in (0, None) and (tail.startswith("MemoryError") or exit_code in (-9, 137))
-
-
-def _feed(pipe, data: bytes, close: bool = True) -> None:
-    try:
-        if data:
-            pipe.write(data)
-            pipe.flush()
-        if close:
-            pipe.close()
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-
-
-def _answer(proc: subprocess.Popen, message: bytes | None) -> None:
-    """Send an ``interact`` answer to the program (it may have closed its end: then nothing happens)."""
-    if not message:
-        return
-    try:
-        os.write(proc.stdin.fileno(), message)
-    except (BrokenPipeError, OSError, ValueError):
-        pass
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
 
 
 def scrubbed_env(home: str) -> dict[str, str]:

@@ -17,9 +17,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lopd_envs.sandbox import interpreter
-from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, execute,
-                                    scrubbed_env)
+from lopd_envs.sandbox import interpreter, seccomp
+from lopd_envs.sandbox.base import BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, scrubbed_env
+from lopd_envs.sandbox.runner import execute
 
 WORKDIR = "/sandbox"
 
@@ -38,21 +38,26 @@ class BubblewrapSandbox(Sandbox):
         self.python = python or interpreter.resolve(as_root())
         self.extra_ro_binds = dict(extra_ro_binds or {})
 
-    def argv(self, wd: Path, limits: Limits) -> list[str]:
-        """The full bwrap command line for one run (public so tests can show what is isolated)."""
+    def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
+        """The full bwrap command line for one run (public so tests can show what is isolated).
+        ``seccomp_fd``: an inherited fd holding the filter of :mod:`.seccomp` (one per run)."""
         cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
-               "--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
+               "--as-pid-1", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
         for target, link in self.python.symlinks:
             cmd += ["--symlink", target, link]
         for path in self.python.paths:
             cmd += ["--ro-bind", path, path]
         for src, dest in self.extra_ro_binds.items():
             cmd += ["--ro-bind", src, dest]
-        cmd += ["--proc", "/proc", "--dev", "/dev",
-                "--size", str(max(limits.file_size, 1 << 20)), "--tmpfs", "/tmp",
+        tmpfs = str(max(limits.file_size, 1 << 20))
+        # /dev/shm is a folder of the /dev tmpfs (uncapped) unless it is its own capped tmpfs
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--size", tmpfs, "--tmpfs", "/dev/shm",
+                "--size", tmpfs, "--tmpfs", "/tmp",
                 "--ro-bind", str(wd), WORKDIR, "--remount-ro", "/", "--chdir", WORKDIR, "--clearenv"]
         for key, value in scrubbed_env("/tmp").items():
             cmd += ["--setenv", key, value]
+        if seccomp_fd is not None:
+            cmd += ["--seccomp", str(seccomp_fd)]
         cmd += ["--", self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(),
                 f"{WORKDIR}/main.py"]
         return cmd
@@ -60,10 +65,11 @@ class BubblewrapSandbox(Sandbox):
     def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         uid = UIDS.acquire() if as_root() else None
         try:
-            result = execute(self.argv(wd, limits), stdin, limits, self.name, self.isolating, env={}, uid=uid,
-                             interact=interact)
+            fd = seccomp.filter_fd()
+            result = execute(self.argv(wd, limits, fd), stdin, limits, self.name, self.isolating, env={}, uid=uid,
+                             interact=interact, monitor=True, pass_fds=() if fd is None else (fd,))
         finally:
-            if uid is not None:
+            if uid is not None:  # execute returns only once every process of the run is gone
                 UIDS.release(uid)
         if result.exit_code not in (0, None) and result.stderr.startswith("bwrap:"):
             return RunResult(result.stdout, result.stderr, result.exit_code, result.timed_out, False,
@@ -88,7 +94,7 @@ def _probe() -> str | None:
     try:
         ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
         args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
-                "--die-with-parent"]
+                "--as-pid-1", "--die-with-parent"]
         for target, link in python.symlinks:
             args += ["--symlink", target, link]
         for path in python.paths:

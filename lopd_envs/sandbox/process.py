@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter
-from lopd_envs.sandbox.base import (BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, execute,
-                                    scrubbed_env)
+from lopd_envs.sandbox.base import BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, scrubbed_env
+from lopd_envs.sandbox.runner import execute
 
 
 class ProcessSandbox(Sandbox):

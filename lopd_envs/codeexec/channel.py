@@ -1,0 +1,159 @@
+"""The host side of a harness's result channel: records read within a budget, timed by the host's clock.
+
+Everything on the channel comes from a process that also runs the candidate's code, so nothing in it is
+trusted: the candidate can write records itself, cancel the harness's timers, replace
+``signal.setitimer``/``alarm``, or flood the channel. Hence:
+
+* **Time is the host's.** A :class:`Schedule` (one per harness protocol) says which record comes next
+  and how long it may take. The window of a test opens when the previous record of the sequence
+  *arrived* here and closes when this one arrives; a record later than its limit is marked ``late`` (a
+  timeout, whatever it says), and once a test's deadline passes with no record, :meth:`deadline` tells
+  the sandbox runner to kill the run. Only records that advance the sequence count, so a candidate
+  cannot keep a window open with a stream of forged keep-alives. (A candidate that computes a later
+  test during an earlier window only moves time between its own tests; each window still holds.)
+  The in-sandbox timers stay as a convenience (they give the same verdict sooner and cheaper).
+* **Records are budgeted before they are parsed.** A line longer than ``max_bytes`` is dropped while it
+  streams (never joined), and a line whose estimated decoded size (containers and elements counted with
+  ``bytes.count``) is over ``max_memory`` is never handed to the JSON parser; nesting deeper than the
+  parser's recursion limit fails fast inside it. A rejected record is a ``violation``: the run is
+  stopped and the verdict is a failure.
+* **The scorer's own errors are the candidate's failure.** If the schedule's watcher raises on a record
+  (a comparison that raises on a crafted value), that is a violation too, never an exception out of the
+  episode.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lopd_envs.codeexec import valuecodec
+
+#: Per record: raw bytes held while a line streams, and the estimated memory of its decoded value.
+MAX_RECORD_BYTES = 64 << 20
+MAX_RECORD_MEMORY = 256 << 20
+#: Host clock tolerance over a test's limit: transport and scheduling, not computation.
+SLACK_SECONDS = 0.1
+SLACK_FRACTION = 0.1
+
+
+def allowance(limit: float) -> float:
+    """How long the host waits for a test whose limit is ``limit`` seconds."""
+    return limit * (1 + SLACK_FRACTION) + SLACK_SECONDS
+
+
+def estimated_memory(line: bytes) -> int:
+    """An upper-bound-ish estimate of what decoding ``line`` costs, computed without parsing it: each
+    container ~72 bytes, each element ~40 (pointer + small object), plus the text itself."""
+    containers = line.count(b"[") + line.count(b"{")
+    return 72 * containers + 40 * (line.count(b",") + line.count(b":")) + 2 * len(line)
+
+
+class Schedule(Protocol):
+    """A harness protocol as the host sees it: which record is next and how long it may take."""
+
+    def limit(self) -> float | None:
+        """Seconds the next record of the sequence may take (None: only the run's overall timeout)."""
+
+    def accept(self, record: dict) -> bool:
+        """Whether ``record`` is the next one of the sequence (then the schedule advances)."""
+
+    def watch(self, record: dict) -> bytes | None:
+        """A control message for the harness after an accepted record (e.g. stop early), or None."""
+
+
+@dataclass
+class Arrival:
+    record: dict
+    elapsed: float  # host seconds from the previous record of the sequence to this one
+    late: bool  # elapsed beyond the allowance of the limit that applied
+
+
+class ResultChannel:
+    """An ``interact`` callback for :meth:`Sandbox.run` (with the ``deadline`` the runner polls)."""
+
+    def __init__(self, schedule: Schedule, max_bytes: int = MAX_RECORD_BYTES,
+                 max_memory: int = MAX_RECORD_MEMORY):
+        self.schedule, self.max_bytes, self.max_memory = schedule, max_bytes, max_memory
+        self.arrivals: list[Arrival] = []
+        self.violation: str | None = None
+        self.parts: list[bytes] = []
+        self.held = 0
+        self.dropping = False  # inside an over-long line: skip bytes until its end
+        self.window_start = time.monotonic()
+        self.streamed = False
+
+    @property
+    def records(self) -> list[dict]:
+        return [a.record for a in self.arrivals]
+
+    def deadline(self) -> float | None:
+        """Monotonic time by which the next record must arrive (now, after a violation or a late one)."""
+        if self.violation is not None or (self.arrivals and self.arrivals[-1].late):
+            return 0.0
+        limit = self.schedule.limit()
+        return None if limit is None else self.window_start + allowance(limit)
+
+    def __call__(self, chunk: bytes) -> bytes | None:
+        self.streamed = True
+        if self.violation is not None:
+            return None
+        now = time.monotonic()
+        answer = b""
+        while chunk:
+            cut = chunk.find(b"\n")
+            piece, chunk = (chunk, b"") if cut < 0 else (chunk[:cut], chunk[cut + 1:])
+            if not self.dropping:
+                self.parts.append(piece)
+                self.held += len(piece)
+            if self.held > self.max_bytes and not self.dropping:
+                self._violate(f"an output record is over {self.max_bytes >> 20} MiB")
+                self.parts, self.held, self.dropping = [], 0, True
+            if cut < 0:
+                break
+            line = b"".join(self.parts)
+            self.parts, self.held, was_dropping, self.dropping = [], 0, self.dropping, False
+            if not was_dropping and self.violation is None:
+                answer += self._line(line, now) or b""
+            if self.violation is not None:
+                break
+        return answer or None
+
+    def finish(self) -> None:
+        """The last line, if the program ended without a newline."""
+        if self.parts and not self.dropping and self.violation is None:
+            self._line(b"".join(self.parts), time.monotonic())
+        self.parts, self.held = [], 0
+
+    def _violate(self, why: str) -> None:
+        if self.violation is None:
+            self.violation = why
+
+    def _line(self, line: bytes, now: float) -> bytes | None:
+        if not line.strip():
+            return None
+        if estimated_memory(line) > self.max_memory:
+            self._violate(f"an output record would decode to over {self.max_memory >> 20} MiB")
+            return None
+        try:
+            record = valuecodec.loads(line)
+        except (ValueError, RecursionError, TypeError, MemoryError):
+            return None  # not a record: ignored (only the harness's real records count)
+        if not isinstance(record, dict):
+            return None
+        try:
+            limit = self.schedule.limit()
+            if not self.schedule.accept(record):
+                return None
+            elapsed = now - self.window_start
+            self.window_start = now
+            self.arrivals.append(Arrival(record, elapsed, limit is not None and elapsed > allowance(limit)))
+            return self.schedule.watch(record)
+        except Exception as exc:  # noqa: BLE001 - a crafted value made the scorer fail: the candidate fails
+            self._violate(f"the scorer failed on an output record: {type(exc).__name__}: {exc}"[:300])
+            return None
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,240 @@
+"""One cgroup per sandboxed run: a memory cap that counts what rlimits cannot see, a process cap, and a
+reliable "kill everything, then know it is dead".
+
+RLIMIT_AS caps one process's address space, but tmpfs pages (``/tmp``, ``/dev/shm``), memfds, SysV shared
+memory, pipe and socket buffers and kernel objects (inodes of many empty files) live outside it. The memory
+cgroup charges all of them to the sandbox, so ``memory`` becomes a real cap on what the run holds. The
+cgroup's process list is also the authoritative answer to "is the sandbox dead?": a run's uid slot is
+handed back only once it is empty.
+
+Both cgroup layouts are supported, because hosts differ: cgroup v2 (``memory.max``, ``memory.swap.max``,
+``pids.max``) when the memory controller can be delegated below our own cgroup, else the v1 ``memory``
+and ``pids`` hierarchies (``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes``,
+``memory.kmem.tcp.limit_in_bytes``). Only root can do this; without it (or with ``LOPD_SANDBOX_CGROUP=0``)
+runs fall back to rlimits alone, which leave the shared-memory classes above bounded only by the tmpfs
+size caps, the seccomp filter and the time limit (see :mod:`lopd_envs.sandbox.seccomp`).
+
+A process enters its cgroup *before* it runs anything: :meth:`Cgroup.wrap` prefixes the command line with
+``sh -c 'echo $$ > cgroup.procs; exec ...'``, so there is no window in which a fork escapes the cap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import itertools
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+ENV_CGROUP = "LOPD_SANDBOX_CGROUP"
+#: Headroom above the program's memory limit for bubblewrap, the bootstrap and the interpreter itself.
+OVERHEAD = 64 << 20
+#: Processes above ``Limits.processes`` for the wrapper and bubblewrap's two monitor processes.
+EXTRA_PIDS = 4
+
+_counter = itertools.count()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this process may create sandbox cgroups: one folder per controller hierarchy."""
+
+    version: int  # 1 or 2
+    memory: Path
+    pids: Path | None  # v2: same folder as memory
+
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, filesystem type, super options) of every cgroup mount."""
+    out = []
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(rest) >= 3 and rest[0] in ("cgroup", "cgroup2"):
+            out.append((fields[4], rest[0], set(rest[2].split(","))))
+    return out
+
+
+def _own_paths() -> dict[str, str]:
+    """Our cgroup path per hierarchy: ``"0"`` (v2) or each v1 controller name."""
+    paths = {}
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            num, controllers, path = line.split(":", 2)
+            for c in (controllers.split(",") if controllers else [num]):
+                paths[c] = path
+    except (OSError, ValueError):
+        pass
+    return paths
+
+
+def _writable_child(base: Path) -> Path | None:
+    """``base/lopd-sandbox-<pid>``, created if we may (and removable: tested with a throw-away child);
+    removed again when this process exits."""
+    folder = base / f"lopd-sandbox-{os.getpid()}"
+    try:
+        folder.mkdir(exist_ok=True)
+        probe = folder / "probe"
+        probe.mkdir(exist_ok=True)
+        probe.rmdir()
+    except OSError:
+        return None
+    atexit.register(_remove_quietly, folder)
+    return folder
+
+
+def _remove_quietly(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def layout() -> Layout | None:
+    """Detected once per process; ``None`` when per-run cgroups are not possible here."""
+    if os.environ.get(ENV_CGROUP, "1") == "0" or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    mounts, own = _mounts(), _own_paths()
+    for point, fstype, _ in mounts:  # cgroup v2 with the memory controller delegable below us
+        if fstype != "cgroup2" or "0" not in own:
+            continue
+        base = Path(point) / own["0"].lstrip("/")
+        try:
+            enabled = set((base / "cgroup.subtree_control").read_text().split())
+            if not {"memory", "pids"} <= enabled:
+                (base / "cgroup.subtree_control").write_text("+memory +pids")
+        except OSError:
+            continue
+        folder = _writable_child(base)
+        if folder is not None:
+            try:
+                (folder / "cgroup.subtree_control").write_text("+memory +pids")
+                return Layout(2, folder, folder)
+            except OSError:
+                pass
+    memory = pids = None
+    for point, fstype, options in mounts:
+        if fstype != "cgroup":
+            continue
+        if "memory" in options and "memory" in own:
+            memory = _writable_child(Path(point) / own["memory"].lstrip("/"))
+        if "pids" in options and "pids" in own:
+            pids = _writable_child(Path(point) / own["pids"].lstrip("/"))
+    return Layout(1, memory, pids) if memory is not None else None
+
+
+class Cgroup:
+    """The cgroup(s) of one run: create with limits, :meth:`wrap` the command, :meth:`kill`, :meth:`remove`."""
+
+    def __init__(self, where: Layout, memory: int, processes: int):
+        with _lock:
+            name = f"run-{next(_counter)}"
+        self.version = where.version
+        self.folders = [where.memory / name] + ([where.pids / name] if where.pids and where.pids != where.memory
+                                                else [])
+        for folder in self.folders:
+            folder.mkdir()
+        mem = self.folders[0]
+        try:
+            cap = str(int(memory) + OVERHEAD)
+            if self.version == 2:
+                _write(mem / "memory.max", cap)
+                _write(mem / "memory.swap.max", "0", optional=True)
+                _write(mem / "pids.max", str(processes + EXTRA_PIDS))
+            else:
+                _write(mem / "memory.limit_in_bytes", cap)
+                _write(mem / "memory.memsw.limit_in_bytes", cap, optional=True)
+                _write(mem / "memory.kmem.tcp.limit_in_bytes", cap, optional=True)
+                if len(self.folders) > 1:
+                    _write(self.folders[1] / "pids.max", str(processes + EXTRA_PIDS))
+        except OSError:
+            self.remove()
+            raise
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` started from inside the cgroup(s): the shell joins them, then ``exec``s (same pid)."""
+        joins = " && ".join(f'echo $$ > "${k + 1}"' for k in range(len(self.folders)))
+        return ["/bin/sh", "-c", f'{joins} && shift {len(self.folders)} && exec "$@"', "sh",
+                *[str(f / "cgroup.procs") for f in self.folders], *argv]
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.folders[0] / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def kill(self, spare: int | None = None, patience: float = 2.0) -> bool:
+        """SIGKILL every process in the cgroup except ``spare`` until none is left; True when empty."""
+        stop = time.monotonic() + patience
+        while True:
+            left = [p for p in self.pids() if p != spare]
+            if not left:
+                return True
+            if time.monotonic() > stop:
+                return False
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.0005)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this cgroup for memory."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in (self.folders[0] / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def memory_peak(self) -> int | None:
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            return int((self.folders[0] / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def remove(self) -> None:
+        for folder in self.folders:
+            for _ in range(200):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:  # still busy for a moment after its last process died
+                    time.sleep(0.001)
+
+
+def _write(path: Path, value: str, optional: bool = False) -> None:
+    try:
+        path.write_text(value)
+    except OSError:
+        if not optional:
+            raise
+
+
+def create(memory: int, processes: int) -> Cgroup | None:
+    """A fresh cgroup for one run, or ``None`` where the host does not allow it."""
+    where = layout()
+    if where is None:
+        return None
+    try:
+        return Cgroup(where, memory, processes)
+    except OSError:
+        return None

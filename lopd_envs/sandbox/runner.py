@@ -1,0 +1,252 @@
+"""Running one sandbox command to the end, whatever happens on the host side.
+
+:func:`execute` starts the command (inside its own cgroup where the host allows it), feeds stdin, reads
+both streams up to the output cap, lets a scorer callback watch stdout and set per-test deadlines, and on
+*every* way out (normal exit, timeout, output overflow, a deadline, a callback that raises, an interrupt)
+kills and reaps the whole process tree before it returns. "Dead" is checked, not assumed: the run's cgroup
+(or, without one, the run's private uid) must hold no process any more, so the caller may hand the uid
+slot to the next run.
+
+Kill order matters for zombies. bubblewrap runs as an outer monitor (our child) whose child is the PID
+namespace's init. Killing the monitor first orphans that init, which then becomes a ``[bwrap] <defunct>``
+for the host's PID 1 to reap. So the processes *inside* are killed first (the namespace dies with its
+init), the monitor sees its child exit, exits by itself and is reaped here; it is killed only if it does
+not.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from typing import Mapping, Sequence
+
+from lopd_envs.sandbox import cgroup
+from lopd_envs.sandbox.base import Interact, Limits, RunResult, as_user, looks_out_of_memory
+
+#: With a streaming ``interact`` the scorer reads the records; only this much stdout is also kept.
+STREAMED_STDOUT_KEPT = 1 << 20
+
+
+def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
+            env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
+            grace: float = 0.5, interact: Interact | None = None, monitor: bool = False,
+            pass_fds: Sequence[int] = ()) -> RunResult:
+    """Run ``argv`` (as ``uid``) to completion and return what it did. ``monitor``: ``argv[0]``'s process
+    only supervises the real program (bubblewrap) and is left to exit by itself once the rest is dead.
+    ``pass_fds`` are inherited by the command and closed here once it started."""
+    start = time.monotonic()
+    argv, ids = as_user(list(argv), uid)
+    group = cgroup.create(limits.memory, limits.processes)
+    if group is not None:
+        argv = group.wrap(argv)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+                                close_fds=True, pass_fds=tuple(pass_fds), **ids)
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+    pump = _Pump(proc, limits, interact, start)
+    try:
+        pump.run(stdin)
+    except Exception as exc:  # noqa: BLE001 - a scorer bug or a selector failure: the run still dies below
+        pump.error = f"the host side of the run failed: {type(exc).__name__}: {exc}"[:500]
+    finally:
+        exit_code = stop(proc, group, uid, monitor, grace)
+        pump.close()
+        oom = group.oom_killed() if group is not None else False
+        if group is not None:
+            group.remove()
+    stdout, stderr = pump.text()
+    timed_out, truncated = pump.timed_out, pump.truncated
+    oom = oom or (not (timed_out or truncated or pump.stopped) and looks_out_of_memory(exit_code, stderr))
+    return RunResult(stdout, stderr, exit_code, timed_out, oom, time.monotonic() - start, backend, isolating,
+                     truncated=truncated, error=pump.error, stopped=pump.stopped)
+
+
+class _Pump:
+    """The read loop of one run: streams, caps, the wall-clock limit and the scorer's deadlines."""
+
+    def __init__(self, proc: subprocess.Popen, limits: Limits, interact: Interact | None, start: float):
+        self.proc, self.limits, self.interact = proc, limits, interact
+        self.deadline = start + limits.timeout
+        self.test_deadline = getattr(interact, "deadline", None)
+        self.out_fd, self.err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+        self.chunks: dict[int, list[bytes]] = {self.out_fd: [], self.err_fd: []}
+        self.kept = {self.out_fd: 0, self.err_fd: 0}
+        self.total = 0
+        self.timed_out = self.truncated = self.stopped = False
+        self.error: str | None = None
+        self.writer: threading.Thread | None = None
+
+    def _expired(self) -> float | None:
+        """Seconds until the next deadline, or ``None`` once one has passed (and the flag is set)."""
+        now = time.monotonic()
+        test = self.test_deadline() if self.test_deadline is not None else None
+        if test is not None and test <= now:
+            self.stopped = True
+            return None
+        if now >= self.deadline:
+            self.timed_out = True
+            return None
+        return min(self.deadline, test if test is not None else self.deadline) - now
+
+    def run(self, stdin: bytes) -> None:
+        self.writer = threading.Thread(target=_feed, args=(self.proc.stdin, stdin, self.interact is None),
+                                       daemon=True)
+        self.writer.start()
+        with selectors.DefaultSelector() as sel:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                sel.register(stream, selectors.EVENT_READ)
+            while sel.get_map():
+                wait = self._expired()
+                if wait is None:
+                    return
+                for key, _ in sel.select(timeout=min(wait, 1.0)):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        continue
+                    if not self._take(key.fd, data):
+                        return
+        # both streams closed: the program may still run (it closed them itself); wait for its exit
+        while self.proc.poll() is None:
+            wait = self._expired()
+            if wait is None:
+                return
+            try:
+                self.proc.wait(timeout=min(wait, 0.05))
+            except subprocess.TimeoutExpired:
+                pass
+
+    def _take(self, fd: int, data: bytes) -> bool:
+        """Keep ``data`` within the caps and show stdout to the scorer; False when the run must end."""
+        keep = self.limits.output if fd == self.err_fd or self.interact is None else \
+            min(self.limits.output, STREAMED_STDOUT_KEPT)
+        room = keep - self.kept[fd]
+        if room > 0:
+            self.chunks[fd].append(data[:room])
+            self.kept[fd] += min(room, len(data))
+        self.total += len(data)
+        if self.interact is not None and fd == self.out_fd:
+            try:
+                answer = self.interact(data)
+            except Exception as exc:  # noqa: BLE001 - candidate output made the scorer fail: end the run
+                self.error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
+                return False
+            _answer(self.proc, answer)
+        if self.total > self.limits.output:
+            self.truncated = True
+            return False
+        return True
+
+    def text(self) -> tuple[str, str]:
+        return (b"".join(self.chunks[self.out_fd]).decode("utf-8", "replace"),
+                b"".join(self.chunks[self.err_fd]).decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.join(timeout=1.0)
+        for stream in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def stop(proc: subprocess.Popen, group: cgroup.Cgroup | None, uid: int | None, monitor: bool,
+         grace: float = 0.5) -> int | None:
+    """Kill what is left of a run and reap it; returns its exit status. On return no process of the run
+    exists any more (checked through its cgroup, else its private uid), so its uid slot may be reused."""
+    spare = proc.pid if monitor else None
+    if group is not None:
+        group.kill(spare)
+    elif uid is not None:
+        kill_uid(uid, spare)
+    if proc.poll() is None and spare is not None:
+        try:  # the monitor exits by itself once its child is gone (and reaps it: no orphan zombie)
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    if proc.poll() is None:
+        _kill_group(proc)
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+    if group is not None:
+        group.kill()  # stragglers (the process backend's daemons); bubblewrap's namespace left none
+    elif uid is not None:
+        kill_uid(uid)
+    else:
+        _kill_group(proc)
+    return proc.returncode
+
+
+def uid_pids(uid: int) -> list[int]:
+    """Processes whose real uid is ``uid`` (a sandbox slot uid owns nothing else). Read from ``status``:
+    a process that made itself non-dumpable has its ``/proc`` entry owned by root."""
+    pids, want = [], f"Uid:\t{uid}\t".encode()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/status", "rb") as f:
+                    if want in f.read(1024):
+                        pids.append(int(name))
+            except OSError:
+                continue
+    return pids
+
+
+def kill_uid(uid: int, spare: int | None = None, patience: float = 2.0) -> bool:
+    """SIGKILL every process of ``uid`` except ``spare`` until none is left (no cgroup: the fallback)."""
+    end = time.monotonic() + patience
+    while True:
+        left = [p for p in uid_pids(uid) if p != spare]
+        if not left:
+            return True
+        if time.monotonic() > end:
+            return False
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.0005)
+
+
+def _feed(pipe, data: bytes, close: bool = True) -> None:
+    try:
+        if data:
+            pipe.write(data)
+            pipe.flush()
+        if close:
+            pipe.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def _answer(proc: subprocess.Popen, message: bytes | None) -> None:
+    """Send an ``interact`` answer to the program (it may have closed its end: then nothing happens)."""
+    if not message:
+        return
+    try:
+        os.write(proc.stdin.fileno(), message)
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass

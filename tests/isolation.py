@@ -1,0 +1,49 @@
+"""What the sandbox tests share: a loud skip (a failure under ``CI=true``) when no isolating backend
+works, and a look at which sandbox processes are still alive."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lopd_envs.sandbox import available_backends
+from lopd_envs.sandbox.base import UIDS
+
+BWRAP_PROBLEM = available_backends()["bubblewrap"]
+
+
+def require_bubblewrap() -> None:
+    """Skip, saying why, when bubblewrap cannot run here; under ``CI=true`` that is a failure instead."""
+    if BWRAP_PROBLEM is None:
+        return
+    message = f"SKIPPED: this test needs the bubblewrap sandbox, which does not work here: {BWRAP_PROBLEM}"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(message + " (CI=true: a missing isolating backend is a failure)")
+    print(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def bubblewrap():
+    require_bubblewrap()
+    from lopd_envs.sandbox import get_sandbox
+    return get_sandbox("bubblewrap")
+
+
+def sandbox_processes() -> list[int]:
+    """Host pids whose real uid is one of this process's sandbox slot uids (alive or zombie)."""
+    uids, found = UIDS.uids, []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) in uids:
+                            found.append(int(name))
+                        break
+        except OSError:
+            continue
+    return found

@@ -167,3 +167,27 @@ def test_vllm_backend_sends_rendered_token_ids_and_the_lora_request(monkeypatch,
     assert params[0]["seed"] == 7 and params[0]["temperature"] == 0.0 and params[0]["max_tokens"] == 4
     assert lora.args == ("eval-adapter", 1, str(tmp_path))
     assert replies[0].text == "out0" and replies[0].tokens == 2 and replies[1].overflow
+
+
+# ----------------------------------------------------------------------------------------------- config
+
+def test_config_file_sets_options_and_flags_win(tmp_path):
+    from lopd_train import cli
+
+    conf = tmp_path / "eval.toml"
+    conf.write_text('model = "tiny-random"\nenv = ["lopd/BFCLv3-v0", "lopd/MBPPPlus-v0"]\nlimit = 3\n'
+                    'backend = "openai"\nbase-url = "http://127.0.0.1:1/v1"\n')
+    cfg, _ = cli.eval_config_from_args(["--config", str(conf), "--limit", "2"])
+    assert cfg.env == ["lopd/BFCLv3-v0", "lopd/MBPPPlus-v0"] and cfg.limit == 2 and cfg.backend == "openai"
+    conf.write_text('model = "m"\nenv = "lopd/BFCLv3-v0"\nlimitt = 3\n')
+    with pytest.raises(SystemExit, match="unknown setting"):
+        cli.eval_config_from_args(["--config", str(conf)])
+
+
+@pytest.mark.parametrize("argv,why", [(["--samples", "4"], "needs --temperature"),
+                                      (["--backend", "openai"], "needs --base-url")])
+def test_inconsistent_options_are_refused(argv, why):
+    from lopd_train import cli
+
+    with pytest.raises(SystemExit, match=why):
+        cli.eval_config_from_args(["--model", "m", "--env", "lopd/BFCLv3-v0", *argv])

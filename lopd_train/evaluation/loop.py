@@ -2,7 +2,8 @@
 
 Episodes run in lockstep batches: every live episode's conversation goes to the backend in one call (batched
 generation, or concurrent requests), then the envs are stepped in parallel threads (code envs spend their
-time in sandboxes, tool envs in their simulators). Structured tool calls (native tool calling) are passed to
+time in sandboxes, tool envs in their simulators). A conversation that outgrows the token budget answers empty turns (so the env ends and scores it; the
+record is flagged ``overflow``). Structured tool calls (native tool calling) are passed to
 the env as structured assistant messages, text as text; the env parses and scores both.
 """
 
@@ -58,9 +59,8 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
                 raise BackendError(f"{backend.name}: {reply.error}")
             st = state[k]
             st["tokens"] += reply.tokens
-            if reply.overflow:  # the conversation outgrew the token budget: ends unscored, as in training
-                st.update(done=True, truncated=True, overflow=True)
-                continue
+            if reply.overflow:  # no room left to answer: the env scores an empty answer, as the benchmark
+                st["overflow"] = True  # would score a model that said nothing more (the record says why)
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
             if reply.tool_calls:
                 message["tool_calls"] = [{"name": c["name"], "arguments": c["arguments"], "id": c.get("id")}

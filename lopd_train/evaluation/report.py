@@ -31,7 +31,8 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int]]:
         name, value = leaderboards.headline(env_id, table)
         out.append((env_id, name, value, res["n_records"]))
         for metric, v in _parts(env_id, table):
-            out.append((env_id, metric, v, res["n_records"]))
+            if metric != name:  # the headline is already the first row
+                out.append((env_id, metric, v, res["n_records"]))
     return out
 
 

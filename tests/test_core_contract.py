@@ -141,3 +141,17 @@ def test_an_observation_larger_than_its_shared_memory_slot_fails_loudly_not_trun
     with pytest.raises(ValueError, match="shared_memory"):
         write_to_shared_memory(space, 0, [{"role": "user", "content": "x" * 100}], memory)
     assert tuple(read_from_shared_memory(space, memory, n=2)) == ([], [{"role": "user", "content": "hi"}])
+
+
+def test_async_make_vec_of_a_benchmark_env_with_default_settings():
+    """The same on a real id (ACEBench needs no fixture): long system prompts, Chinese text, tool results."""
+    kwargs = {"category": "normal_atom_bool", "language": "zh"}
+    envs = gym.make_vec("lopd/ACEBench-v0", num_envs=2, vectorization_mode="async", **kwargs)
+    single = gym.make("lopd/ACEBench-v0", **kwargs)
+    try:
+        obs, info = envs.reset(seed=[3, 4])
+        assert obs[1] == single.reset(seed=4)[0] and obs[0] != obs[1]
+        obs, reward, term, trunc, info = envs.step(["[f(a=1)]", "中文"])
+        assert len(obs) == 2 and all(isinstance(o, list) for o in obs) and term.all()
+    finally:
+        envs.close()

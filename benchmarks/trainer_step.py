@@ -243,6 +243,7 @@ def sweep_worker(args) -> dict:
     for lr in args.sweep_lrs:
         _, trajectories, objs, tmp, _ = setup(args, ["lopd"], lr=lr, freeze_composer=True)
         out["student"][str(lr)] = [objs["lopd"].update(trajectories)["student_kl"] for _ in range(args.sweep_steps)]
+        print(f"student lr {lr:g}: {out['student'][str(lr)]}", file=sys.stderr, flush=True)
         tmp.cleanup()
         _, trajectories, objs, tmp, _ = setup(args, ["lopd"], composer_lr=lr, cold_start_steps=args.sweep_steps,
                                               cold_start_batch_size=len(trajectories))
@@ -251,6 +252,7 @@ def sweep_worker(args) -> dict:
         curve: list = []
         objs["lopd"].cold_start(trajectories, log=curve.append)
         out["composer"][str(lr)] = [row["cold_start_nll"] for row in curve]
+        print(f"composer lr {lr:g}: {out['composer'][str(lr)]}", file=sys.stderr, flush=True)
         tmp.cleanup()
     return out
 

@@ -261,7 +261,7 @@ class Trainer:
 
         self.step = 0
         self.rollouts = 0
-        self.cold_start_done = not algo_cls.has_cold_start
+        self.cold_start_done = not algo_cls.has_cold_start or cfg.cold_start_steps <= 0  # 0: anchor to the init
         rng = None
         if latest is not None:
             rng = self.load_checkpoint(latest)

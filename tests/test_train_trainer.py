@@ -191,3 +191,10 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
     assert all(0.0 <= x["skipped_no_context"] <= 1.0 for x in train_rows)
     assert train_rows[0]["anchor"] < 1e-10  # the composer still equals its cold-start snapshot
     assert train_rows[0]["composer_grad_norm"] > 0 and all(x["anchor"] > 0 for x in train_rows[1:])
+
+
+def test_no_cold_start_steps_means_no_cold_start_phase(tmp_path):
+    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False,
+                            tensorboard=False, cold_start_steps=0, cold_start_max_batches=3))
+    assert result["rollouts"] == 4  # no rollout batch was spent looking for cold-start successes
+    assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))

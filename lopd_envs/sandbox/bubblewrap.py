@@ -38,11 +38,16 @@ class BubblewrapSandbox(Sandbox):
         self.python = python or interpreter.resolve(as_root())
         self.extra_ro_binds = dict(extra_ro_binds or {})
 
-    def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None) -> list[str]:
+    def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None, as_pid_1: bool = False) -> list[str]:
         """The full bwrap command line for one run (public so tests can show what is isolated).
-        ``seccomp_fd``: an inherited fd holding the filter of :mod:`.seccomp` (one per run)."""
+        ``seccomp_fd``: an inherited fd holding the filter of :mod:`.seccomp` (one per run).
+        ``as_pid_1``: no bwrap reaper in the PID namespace; the bootstrap is its init (it forks the program
+        and reaps). bwrap's own reaper hands its exit status to the outer bwrap through an eventfd, and
+        the outer one exits without waiting for it, leaving a ``[bwrap] <defunct>`` for the host's PID 1
+        on every run; with the bootstrap as init the outer bwrap waits for a real exit."""
         cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
-               "--as-pid-1", "--die-with-parent", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
+               *(["--as-pid-1"] if as_pid_1 else []), "--die-with-parent", "--new-session", "--hostname", "sandbox",
+               "--cap-drop", "ALL"]
         for target, link in self.python.symlinks:
             cmd += ["--symlink", target, link]
         for path in self.python.paths:
@@ -66,7 +71,7 @@ class BubblewrapSandbox(Sandbox):
         uid = UIDS.acquire() if as_root() else None
         try:
             fd = seccomp.filter_fd()
-            result = execute(self.argv(wd, limits, fd), stdin, limits, self.name, self.isolating, env={}, uid=uid,
+            result = execute(self.argv(wd, limits, fd, as_pid_1=True), stdin, limits, self.name, self.isolating, env={}, uid=uid,
                              interact=interact, monitor=True, pass_fds=() if fd is None else (fd,))
         finally:
             if uid is not None:  # execute returns only once every process of the run is gone

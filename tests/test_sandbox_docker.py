@@ -189,13 +189,15 @@ def test_image_tarball_holds_the_interpreter_and_only_what_it_links(tmp_path):
     python = interpreter.resolve(True)
     extra = os.path.dirname(os.path.abspath(docker_image.__file__))  # stands for a site-packages folder
     out = tmp_path / "rootfs.tar"
-    n = docker_image.write_tarball(out, python, [extra])
+    n = docker_image.write_tarball(out, python, [extra, f"{extra}:/opt/lopd-test/sandbox"])
     with tarfile.open(out) as tar:
+        names = tar.getnames()
         members = {m.name: m for m in tar.getmembers()}
+    assert len(names) == len(members) and not [n for n in names if ".." in n.split("/")]  # docker refuses those
     exe = os.path.realpath(python.executable).lstrip("/")
     assert members[exe].mode & 0o777 == 0o711  # execute-only: processes started from it are non-dumpable
     assert members["usr/bin/python"].issym() and members["tmp"].mode & 0o1777 == 0o1777
-    assert f"{extra.lstrip('/')}/docker_image.py" in members
+    assert f"{extra.lstrip('/')}/docker_image.py" in members and "opt/lopd-test/sandbox/docker_image.py" in members
     assert any(name.endswith("/os.py") for name in members) and not any("/test/" in name for name in members)
     libs = [name for name in members if ".so" in name and "python3" not in name and name != exe]
     assert libs and not any(name.startswith(("root/", "home/", "etc/shadow")) for name in members)
@@ -204,6 +206,8 @@ def test_image_tarball_holds_the_interpreter_and_only_what_it_links(tmp_path):
     assert n < 5000  # the standard library and a handful of libraries, not the host's /usr/lib
     with pytest.raises(ValueError, match="covers"):  # /tmp is a tmpfs in the container: it would be hidden
         docker_image.image_files(python, [str(tmp_path)])
+    with pytest.raises(ValueError, match="covers"):
+        docker_image.image_files(python, [f"{extra}:/tmp/x"])
 
 
 def test_build_image_command_reports_failures_in_one_line(capsys):

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from lopd_envs.sandbox.base import BOOTSTRAP, Interact, Limits, MiB, RunResult, Sandbox, SandboxUnavailable
 from lopd_envs.sandbox.docker_image import PATH, default_tag
+from lopd_envs.sandbox.interpreter import Interpreter
 from lopd_envs.sandbox.runner import STREAMED_STDOUT_KEPT
 
 ENV_IMAGE = "LOPD_SANDBOX_IMAGE"
@@ -201,6 +202,10 @@ class DockerSandbox(Sandbox):
 
         self.max_containers = max_containers or max(2, 2 * default_workers())
         self.client = docker.from_env(timeout=60, max_pool_size=self.max_containers + 4)
+        labels = self.client.images.get(self.image).labels or {}
+        self.python = image_interpreter(labels)
+        #: folders ``lopd sandbox build-image --extra`` put in the image (e.g. numpy for LiveCodeBench)
+        self.image_extras = tuple(p for p in labels.get("lopd.extra", "").split(",") if p.startswith("/"))
         self._cond = threading.Condition()
         self._idle: dict[_Shape, list[_Warm]] = {}
         self._count: dict[_Shape, int] = {}
@@ -328,8 +333,10 @@ class DockerSandbox(Sandbox):
                 else:
                     self._discard(shape, warm)
                     self._prestart(shape)
-            if result.exit_code == 125 and result.stderr.startswith("lopd sandbox:") and attempt == 0:
-                continue  # the container could not be cleaned before the program ran: a fresh one
+            if result.exit_code == 125 and result.stderr.startswith("lopd sandbox:"):
+                if attempt == 0:
+                    continue  # the container could not be cleaned before the program ran: a fresh one
+                raise RuntimeError(result.stderr.strip())  # the program never ran: a sandbox error
             return result
         raise RuntimeError("no clean container")
 
@@ -516,6 +523,17 @@ def _close(ref: "weakref.ref[DockerSandbox]") -> None:
     sandbox = ref()
     if sandbox is not None:
         sandbox.close()
+
+
+def image_interpreter(labels: dict) -> Interpreter | None:
+    """The interpreter an image built by ``lopd sandbox build-image`` holds (from its labels), so that caches
+    keyed by the sandbox's Python version (evalplus's expected outputs) tell images apart; ``None`` for
+    other images."""
+    try:
+        version = tuple(int(x) for x in labels["lopd.python"].split("."))
+        return Interpreter(labels["lopd.executable"], version, (), ())  # type: ignore[arg-type]
+    except (KeyError, ValueError):
+        return None
 
 
 def default_image() -> str:

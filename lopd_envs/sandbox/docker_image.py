@@ -10,9 +10,10 @@ interpreter binary is execute-only (mode 0711): the kernel makes every process s
 unreadable binary non-dumpable, so a program cannot ptrace the run's supervisor or open its descriptors
 (the supervisor sets this itself, through ``ctypes``, in images where the binary is readable).
 
-Extra folders (``extra=``, e.g. a ``site-packages`` holding numpy for LiveCodeBench) are copied at their
-host paths, with the shared libraries their extension modules link, so a harness that adds the same
-folder to ``sys.path`` works the same under bubblewrap (which binds it) and Docker.
+Extra folders (``extra=``, e.g. numpy's package folder for LiveCodeBench) are copied at their host paths or
+at a path given as ``FOLDER:DEST`` (where bubblewrap binds them), with the shared libraries their extension
+modules link, so a harness that adds that path to ``sys.path`` works the same under both backends. The
+image's labels record the interpreter's version and the extra paths (:attr:`DockerSandbox.image_extras`).
 """
 
 from __future__ import annotations
@@ -58,28 +59,39 @@ def _files_under(folder: str) -> Iterable[str]:
             yield os.path.join(root, name)
 
 
-def image_files(python: interpreter.Interpreter, extra: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, str]]]:
-    """The host files to copy and the ``(link, target)`` symlinks to create, all as absolute paths."""
-    folders = [p for p in python.paths if os.path.isdir(p) and not _is_library_folder(p)]
-    files: set[str] = {os.path.realpath(python.executable)}
-    for folder in [*folders, *map(os.path.realpath, extra)]:
-        if not os.path.isdir(folder):
-            raise FileNotFoundError(f"not a folder: {folder}")
-        if any(folder == m or folder.startswith(m + "/") for m in COVERED):
-            raise ValueError(f"{folder} is under {', '.join(COVERED)}, which the container covers with its own mounts")
-        files.update(_files_under(folder))
-    modules = [f for f in files if ".so" in os.path.basename(f)]
+def parse_extra(spec: str) -> tuple[str, str]:
+    """``FOLDER`` (copied at its host path) or ``FOLDER:DEST`` (copied to ``DEST`` in the image)."""
+    src, _, dest = spec.partition(":")
+    src = os.path.realpath(src)
+    dest = dest or src
+    if not os.path.isdir(src):
+        raise FileNotFoundError(f"not a folder: {src}")
+    if not os.path.isabs(dest) or any(dest == m or dest.startswith(m + "/") for m in COVERED):
+        raise ValueError(f"{dest} must be an absolute path outside {', '.join(COVERED)}, which the container "
+                         "covers with its own mounts")
+    return src, os.path.normpath(dest)
+
+
+def image_files(python: interpreter.Interpreter, extra: Sequence[str] = ()) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """``{path in the image: host file}`` and the ``(link, target)`` symlinks to create (absolute paths)."""
+    exe = os.path.realpath(python.executable)
+    files: dict[str, str] = {exe: exe}
+    for folder in [p for p in python.paths if os.path.isdir(p) and not _is_library_folder(p)]:
+        files.update((f, f) for f in _files_under(folder))
+    for src, dest in map(parse_extra, extra):
+        files.update((dest + f[len(src):], f) for f in _files_under(src))
+    modules = [f for f in files.values() if ".so" in os.path.basename(f)]
     links: dict[str, str] = {}
     for lib in interpreter.shared_libraries([python.executable, *modules]):
-        named, real = _real(lib, python.symlinks), os.path.realpath(lib)
-        files.add(real)
-        if named != real:
+        named, real = os.path.normpath(_real(lib, python.symlinks)), os.path.realpath(lib)
+        files.setdefault(real, real)
+        if named != real and named not in files:
             links[named] = real
     links["/usr/bin/python"] = python.executable
     links["/usr/bin/python3"] = python.executable
     for target, link in python.symlinks:
         links[link] = target
-    return sorted(f for f in files if os.path.isfile(f)), sorted(links.items())
+    return {k: v for k, v in sorted(files.items()) if os.path.isfile(v)}, sorted(links.items())
 
 
 def _is_library_folder(path: str) -> bool:
@@ -110,13 +122,13 @@ def write_tarball(out: Path, python: interpreter.Interpreter, extra: Sequence[st
         info.type, info.mode = tarfile.DIRTYPE, 0o1777
         tar.addfile(info)
         seen_dirs.add("tmp")
-        for path in files:
-            parents(path)
-            info = tar.gettarinfo(path, arcname=path.lstrip("/"))
+        for target, path in files.items():
+            parents(target)
+            info = tar.gettarinfo(path, arcname=target.lstrip("/"))
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             info.mode |= 0o444 | (0o111 if info.mode & 0o100 else 0)
-            if path == os.path.realpath(python.executable):
+            if target == os.path.realpath(python.executable):
                 info.mode = 0o711  # unreadable: every process it starts is non-dumpable (no ptrace, no /proc fds)
             with open(path, "rb") as f:
                 tar.addfile(info, f)
@@ -138,6 +150,7 @@ def build_image(tag: str | None = None, extra: Sequence[str] = (), client=None) 
 
     python = interpreter.resolve(True)
     tag = tag or default_tag(python)
+    extras = ",".join(parse_extra(e)[1] for e in extra)
     repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
     client = client or docker.from_env(timeout=600)
     with tempfile.TemporaryDirectory(prefix="lopd-image-") as tmp:
@@ -146,7 +159,8 @@ def build_image(tag: str | None = None, extra: Sequence[str] = (), client=None) 
         client.api.import_image_from_file(
             str(tarball), repository=repository, tag=version,
             changes=[f"ENV PATH={PATH}", "ENV LANG=C.UTF-8", "WORKDIR /sandbox",
-                     f"LABEL lopd.python={'.'.join(map(str, python.version))} lopd.executable={python.executable}",
+                     f"LABEL lopd.python={'.'.join(map(str, python.version))} lopd.executable={python.executable}"
+                     f" lopd.extra={extras or '-'}",
                      f'CMD ["{python.executable}", "-I", "-S", "-c", "print(1)"]'])
     client.images.get(tag)  # raises if the import did not produce it
     return tag
@@ -160,7 +174,8 @@ def add_commands(sub) -> None:
     build = group.add_parser("build-image", help="build the Docker backend's image offline from this host's Python")
     build.add_argument("--tag", default=None, help="image tag (default: lopd-sandbox:py<major>.<minor>)")
     build.add_argument("--extra", action="append", default=[], metavar="FOLDER",
-                       help="also copy this folder (e.g. a site-packages holding numpy) at its host path; repeatable")
+                       help="also copy this folder (e.g. numpy's package folder), at its host path or, as "
+                            "FOLDER:DEST, at DEST; repeatable")
 
 
 def command(args) -> int:

@@ -71,7 +71,7 @@ def with_numpy(sandbox: Sandbox) -> tuple[Sandbox, list[str]]:
             path = [MOUNT]
         elif type(sandbox) is ProcessSandbox:
             derived, path = sandbox, [_links(folders)]
-        else:
-            derived, path = sandbox, []
+        else:  # docker: the image's own copy, when `lopd sandbox build-image --extra FOLDER:DEST` put one at MOUNT
+            derived, path = sandbox, [MOUNT] if MOUNT in map(os.path.dirname, getattr(sandbox, "image_extras", ())) else []
         _derived[id(sandbox)] = (sandbox, derived, path)
         return derived, path

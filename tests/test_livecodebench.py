@@ -6,14 +6,18 @@ import base64
 import json
 import pickle
 import zlib
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
 
 import lopd_envs
-from lopd_envs.sandbox import available_backends
+from lopd_envs.codeexec import valuecodec
+from lopd_envs.sandbox import BubblewrapSandbox, available_backends, get_sandbox
 from lopd_envs.suites.livecodebench import data as lcb_data
+from lopd_envs.suites.livecodebench import harness as lcb_harness
 from lopd_envs.suites.livecodebench import judge as lcb_judge
+from lopd_envs.suites.livecodebench import libraries
 
 gym.register_envs(lopd_envs)
 needs_sandbox = pytest.mark.skipif(all(v is not None for v in available_backends().values()),
@@ -33,6 +37,12 @@ SOLUTIONS = {
 
 def fenced(code: str) -> str:
     return f"Here is my solution.\n```python\n{code}\n```\n"
+
+
+def by_mode(task_id: str, answer: str) -> tuple[float, float]:
+    """The answer's reward in official and in strict scoring."""
+    return tuple(step(gym.make("lopd/LiveCodeBench-v0", source="samples", scoring=mode), task_id, answer)[0]
+                 for mode in ("official", "strict"))
 
 
 @pytest.fixture(scope="module")
@@ -155,12 +165,158 @@ def test_time_limit_per_test():
 
 
 @needs_sandbox
-def test_stdin_buffer_fails_officially_but_works_in_strict():
+def test_stdin_buffer_read_works_in_both_modes():
     code = "import sys\na, b = map(int, sys.stdin.buffer.read().split())\nprint(a + b)"
-    official = gym.make("lopd/LiveCodeBench-v0", source="samples")
+    assert by_mode("lopd_s001", fenced(code)) == (1.0, 1.0)
+
+
+@needs_sandbox
+def test_buffer_readline_repeats_the_first_line_officially_not_in_strict():
+    """lopd_s002 reads two lines; the official mock's ``buffer.readline()`` returns the first one twice."""
+    code = ("import sys\nn = int(sys.stdin.buffer.readline())\ns = sys.stdin.buffer.readline().decode().strip()\n"
+            "print(sum(c in 'aeiou' for c in s))")
+    assert by_mode("lopd_s002", fenced(code)) == (0.0, 1.0)
+
+
+# ------------------------------------------- official verdicts of today's lcb_runner, as data
+
+OFFICIAL = json.loads((Path(__file__).with_name("lcb_official_verdicts.json")).read_text())
+
+
+@needs_sandbox
+@pytest.mark.parametrize("case", OFFICIAL["cases"], ids=[c["name"] for c in OFFICIAL["cases"]])
+def test_official_mode_gives_lcb_runners_verdicts(case):
+    """stdin mock (``buffer``, ``readline``, ``readlines``, not iterable), ``from sys import stdin`` and the
+    preamble's ``stdin``, ``exit``/``quit``, numpy answers, ``sNaN`` outputs, crashes: each result list as
+    LiveCodeBench's own scorer gave it (see the data file's ``source``)."""
+    if case["name"].startswith("numpy") and not libraries.numpy_folders():
+        pytest.skip("numpy is not installed for the scorer's interpreter: LiveCodeBench's numpy cases cannot run")
+    problem = {"question_id": case["name"], "kind": case["kind"], "fn_name": case["fn_name"],
+               "inputs": case["inputs"], "outputs": case["outputs"]}
+    details = lcb_judge.evaluate(problem, case["code"], get_sandbox())
+    assert details["results"] == case["official"], details
+    assert details["passed"] == case["passed"]
+
+
+def test_the_official_verdict_data_covers_each_behaviour():
+    names = {c["name"] for c in OFFICIAL["cases"]}
+    assert {"buffer_read", "buffer_readline_twice_is_first_line", "readlines_is_split", "not_iterable",
+            "read_twice_whole", "from_sys_import_stdin_readline", "from_sys_import_stdin_buffer",
+            "preamble_stdin_no_import", "exit_after_print", "quit_after_print", "numpy_int_scalar",
+            "numpy_array_two", "numpy_scalar_vs_list", "snan_output"} <= names
+    assert {c["passed"] for c in OFFICIAL["cases"]} == {True, False}
+
+
+# ------------------------------------------------------- the stdin mock itself (no sandbox needed)
+
+def test_mock_stdin_behaves_as_lcb_runners():
+    mock = lcb_harness._MockStdin("a\nb\n")
+    assert mock.buffer.read() == mock.buffer.read() == b"a\nb\n"
+    assert mock.buffer.readline() == mock.buffer.readline() == b"a\n"
+    assert mock.readlines() == ["a", "b", ""]
+    assert mock.read() == mock.read() == "a\nb\n"
+    assert mock.readline() == "a\n" and mock.readline() == "b\n" and mock.readline() == ""
+    with pytest.raises(TypeError):
+        iter(mock)
+    assert mock.tell() == 4  # anything else is the StringIO's
+
+
+def test_original_stdin_object_is_patched_for_hoisted_imports():
+    import io
+    import sys
+
+    original = io.TextIOWrapper(io.BytesIO(b""))
+    seen = {}
+
+    def program():
+        seen["lines"] = [original.readline(), original.readline()]
+        seen["all"] = (original.read(), original.readlines())
+        seen["sys"] = sys.stdin.readline()
+        try:
+            original.readline()
+        except StopIteration:
+            seen["past_end"] = True
+
+    lcb_harness._run_stdin_test(program, "x\ny", original)
+    assert seen == {"lines": ["x", "y"], "all": ("x\ny", ["x", "y"]), "sys": "x\n", "past_end": True}
+    assert original.read() == "" and "readline" not in vars(original)  # restored afterwards
+
+
+# ------------------------------------------------------------------ numpy values and the official ==
+
+def test_functional_verdict_follows_official_equality_with_numpy():
+    np = pytest.importorskip("numpy", reason="numpy is needed to build numpy answers")
+    verdict = lcb_judge.functional_verdict
+    assert verdict(np.int64(3), "3") == [True]
+    assert verdict(np.float32(0.5), "0.5") == [True]
+    assert verdict(np.float32(0.1), "0.1") == [True]  # numpy 2 compares a Python float in float32
+    assert verdict(np.float64(0.1) + np.float64(0.2), "0.3") == [False]
+    assert verdict(np.int64(3), "[3]") == [True]  # broadcasting, as officially
+    assert verdict(np.int64(3), "[3, 3]") == [True, -4]
+    assert verdict(np.array([1, 2]), "[1, 2]") == [True, -4]  # truth of a 2-item array raises officially
+    assert verdict(np.array([5]), "[5]") == [True]
+    assert verdict(np.array([5]), "[6]") == [False]
+    assert verdict([np.array([1, 2])], "[[1, 2]]") == [-4]
+    assert verdict([np.int64(1), np.int64(2)], "[1, 2]") == [True]
+    assert verdict(valuecodec.Opaque("x"), "1") == [False]
+    assert verdict(1, "not json") == [-4]
+
+
+def test_numpy_values_cross_the_codec_as_numpy():
+    np = pytest.importorskip("numpy", reason="numpy is needed to build numpy answers")
+    for value in (np.int64(3), np.float32(0.1), np.bool_(True), np.str_("ab"), np.array([[1.5, 2], [3, 4]]),
+                  np.array([], dtype=np.int32), np.array(["a", "bc"])):
+        back = valuecodec.loads(valuecodec.dumps(value))
+        assert type(back) is type(value) and back.dtype == value.dtype
+        assert np.array_equal(back, value)
+
+
+@pytest.mark.parametrize("record", [
+    '{"$":"ndarray","d":"|O","s":[1],"v":[1]}', '{"$":"ndarray","d":"(100000000,)i8","s":[1],"v":[1]}',
+    '{"$":"ndarray","d":"<i8","s":[100000000000],"v":[1]}', '{"$":"ndarray","d":"<U100000000","s":[10],"v":[1]}',
+    '{"$":"ndarray","d":"<i8","s":[2],"v":[1]}', '{"$":"ndarray","d":"<i8","s":[-1],"v":[1]}',
+    '{"$":"npscalar","d":"<i8","v":"x"}', '{"$":"npscalar","d":"not a dtype","v":1}',
+    '{"$":"ndarray","d":"[(\'a\', \'<i8\')]","s":[1],"v":[1]}', '{"$":"npscalar","d":"<M8[D]","v":1}'])
+def test_crafted_numpy_records_are_opaque(record):
+    assert isinstance(valuecodec.loads(record), valuecodec.Opaque)
+
+
+def test_numpy_is_bound_read_only_into_bubblewrap_and_put_on_the_harness_path():
+    if available_backends()["bubblewrap"] is not None:
+        pytest.skip(f"bubblewrap unavailable here: {available_backends()['bubblewrap']}")
+    if not libraries.numpy_folders():
+        pytest.skip("numpy is not installed for the scorer's interpreter")
+    base = BubblewrapSandbox()
+    derived, path = libraries.with_numpy(base)
+    assert path == [libraries.MOUNT] and derived is not base and libraries.with_numpy(base) == (derived, path)
+    argv = derived.argv(Path("/tmp/x"), base.limits)
+    for folder in libraries.numpy_folders():
+        i = argv.index(folder)
+        assert argv[i - 1] == "--ro-bind" and argv[i + 1] == f"{libraries.MOUNT}/{Path(folder).name}"
+    assert "site-packages" not in " ".join(a for a in base.argv(Path("/tmp/x"), base.limits) if "numpy" in a)
+
+
+# ------------------------------------------------------------- strict mode: what real judges accept
+
+@needs_sandbox
+@pytest.mark.parametrize("code", ["a, b = map(int, input().split())\nprint(a + b)\nexit()",
+                                  "a, b = map(int, input().split())\nprint(a + b)\nquit()",
+                                  "print(sum(map(int, stdin.read().split())))",
+                                  "a, b = map(int, input().split())\nprint(reduce(add, [a, b]))",
+                                  "from __future__ import annotations\nprint(sum(map(int, input().split())))",
+                                  "import numpy as np\nprint(int(np.array(input().split(), dtype=int).sum()))"])
+def test_strict_stdin_accepts_exit_quit_and_preamble_names(code):
     strict = gym.make("lopd/LiveCodeBench-v0", source="samples", scoring="strict")
-    assert step(official, "lopd_s001", fenced(code))[0] == 0.0
+    if "numpy" in code and not libraries.numpy_folders():
+        pytest.skip("numpy is not installed for the scorer's interpreter")
     assert step(strict, "lopd_s001", fenced(code))[0] == 1.0
+
+
+@needs_sandbox
+def test_quit_fails_officially_and_works_in_strict_for_functional_problems():
+    code = ("class Solution:\n    def reverseWords(self, s: str) -> str:\n        q = quit\n"
+            "        return ' '.join(reversed(s.split())) if q is not None else ''")
+    assert by_mode("lopd_f002", fenced(code)) == (0.0, 1.0)
 
 
 @needs_sandbox

@@ -1,11 +1,20 @@
 """Runs inside the sandbox (appended to ``valuecodec.py``): LiveCodeBench's in-process test runner.
 
-Reproduces how LiveCodeBench's ``testing_util`` runs a program so that verdicts match it: the same import
-preamble, its reliability guard, a per-test ``signal.alarm``; functional problems call
-``Solution().<fn_name>(*json_lines)``; stdin problems are wrapped into one function that is called once per
-test with ``sys.stdin`` replaced by a ``StringIO`` of the input, ``open`` mocked to read the input and
-``sys.stdout`` captured (so ``sys.stdin.buffer`` does not exist there, as in the official runner).
-It reports return values / captured output, one JSON line per test; the scorer compares.
+Reproduces how LiveCodeBench's ``lcb_runner/evaluation/testing_util.py`` (LiveCodeBench/LiveCodeBench at
+commit 28fef95ea8c9f7a547c8329f2cd3d32b92c1fa24, unchanged there since 16de2a1) runs a program, so that
+verdicts match it: the same import preamble, its reliability guard (``quit`` is ``None``, ``exit`` works
+as under ``site``), a per-test ``signal.alarm``; functional problems call
+``Solution().<fn_name>(*json_lines)``; stdin problems are wrapped into one function called once per test
+with ``open`` mocked to read the input, ``sys.stdout`` captured and ``sys.stdin`` replaced by
+:class:`_MockStdin` (its ``MockStdinWithBuffer``), while ``readline``/``readlines``/``read`` of the
+process's *original* stdin object (``/dev/null`` there, a ``multiprocessing`` child; here fd 0 after the
+request is read) are patched too, so a hoisted ``from sys import stdin`` and the preamble's
+``from sys import *`` read the test input. A ``SystemExit`` outside an stdin program's own run, or any
+``BaseException`` that is not an ``Exception``, kills the official worker process (every test ``-1``):
+here the harness then stops without its end record, which the scorer reads the same way.
+Request extras: ``sys_path`` (folders holding numpy, as the official environment has it; numpy is imported
+before the guard, as there, when the program's text names it) and ``strict`` (``quit()`` works too). It reports return values / captured output, one JSON line per test; the scorer
+compares.
 """
 
 import ast as _ast
@@ -52,9 +61,83 @@ def _as_function(code):
         return code
 
 
-def _guard():
-    """LiveCodeBench's reliability guard (no memory cap of its own; ``exit`` and ``open`` stay available)."""
+class _Quitter:
+    """``exit``/``quit`` as ``site`` defines them (the sandbox interpreter runs with ``-S``, without them)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"Use {self.name}() or Ctrl-D (i.e. EOF) to exit"
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
+
+
+def _guard(strict):
+    """LiveCodeBench's reliability guard (no memory cap of its own; ``exit`` and ``open`` stay available,
+    ``quit`` is ``None`` there; strict mode gives both, as real judges do)."""
+    import builtins
+
+    builtins.exit = _Quitter("exit")
     _disable_host_functions()
+    if strict:
+        builtins.quit = _Quitter("quit")
+
+
+class _MockBuffer:
+    """``sys.stdin.buffer`` of LiveCodeBench's mock: ``read()`` is the whole input as bytes (every call),
+    ``readline()`` is always the first line."""
+
+    def __init__(self, text):
+        self.data = text.encode("utf-8", "surrogatepass")
+
+    def read(self, *args):
+        return self.data
+
+    def readline(self, *args):
+        return self.data.split(b"\n")[0] + b"\n"
+
+
+class _MockStdin:
+    """LiveCodeBench's ``MockStdinWithBuffer``: ``read()`` is the whole input (every call), ``readline()``
+    reads a ``StringIO`` line by line, ``readlines()`` is ``input.split("\\n")`` (no line ends, a last empty
+    item), anything else goes to the ``StringIO``; it defines no ``__iter__``, so ``for line in sys.stdin``
+    raises ``TypeError``."""
+
+    def __init__(self, text):
+        self.text = text
+        self._stringio = _io.StringIO(text)
+        self.buffer = _MockBuffer(text)
+
+    def read(self, *args):
+        return self.text
+
+    def readline(self, *args):
+        return self._stringio.readline(*args)
+
+    def readlines(self, *args):
+        return self.text.split("\n")
+
+    def __getattr__(self, name):
+        return getattr(self._stringio, name)
+
+
+def _run_stdin_test(method, text, original_stdin):
+    """One stdin test as LiveCodeBench's ``call_method``: the original stdin object's ``readline`` yields
+    the input's lines without line ends (``StopIteration`` after the last), ``readlines``/``read`` as the
+    mock's; ``sys.stdin`` is the mock and ``open`` reads the input; the program's ``SystemExit`` ends it."""
+    from unittest.mock import mock_open, patch
+
+    lines = iter(text.split("\n"))
+    with patch.object(original_stdin, "readline", lambda *args: next(lines), create=True), \
+            patch.object(original_stdin, "readlines", lambda *args: text.split("\n"), create=True), \
+            patch.object(original_stdin, "read", lambda *args: text, create=True), \
+            patch("sys.stdin", _MockStdin(text)), patch("builtins.open", mock_open(read_data=text)):
+        try:
+            method()
+        except SystemExit:
+            pass
 
 
 def _compile(source, timeout):
@@ -68,8 +151,6 @@ def _compile(source, timeout):
 
 
 def _main():
-    from unittest.mock import mock_open, patch
-
     import select
 
     request = _json.loads(_read_request())
@@ -94,10 +175,17 @@ def _main():
     if hasattr(_sys, "set_int_max_str_digits"):
         _sys.set_int_max_str_digits(50000)
     _signal.signal(_signal.SIGALRM, _on_alarm)
+    _sys.path.extend(str(p) for p in request.get("sys_path", ()))
+    if request.get("sys_path") and "numpy" in request["code"]:
+        try:  # lcb_runner has numpy imported before its guard runs (numpy's import needs what it disables)
+            import numpy  # noqa: F401
+        except Exception:  # noqa: BLE001 - then the program's own import fails as it would
+            pass
     if request.get("guard", True):
-        _guard()
+        _guard(bool(request.get("strict")))
     timeout, code, inputs = int(request["timeout"]), request["code"], request["inputs"]
     functional = request["kind"] == "functional"
+    original_stdin = _sys.stdin
     try:
         if functional:
             target = _compile(PREAMBLE + "\n\n" + code, timeout)
@@ -106,10 +194,13 @@ def _main():
         else:
             target = _compile(_as_function(_drop_main_guard(code)), timeout)
             method = getattr(target, "wrapped_function")
-    except BaseException as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001
         emit({"compile_error": f"{type(exc).__name__}: {exc}"[:500]})
         emit({"end": 1})
         return
+    except BaseException:  # noqa: BLE001 - kills the official worker: no end record
+        return
+    emit({"ready": 1})  # the host starts test 0's clock on this record's arrival (its timers are the real ones)
     for i, inp in enumerate(inputs):
         if stopped():
             break
@@ -124,19 +215,18 @@ def _main():
             saved = _sys.stdout
             _sys.stdout = captured
             try:
-                with patch("builtins.open", mock_open(read_data=inp)), patch("sys.stdin", _io.StringIO(inp)):
-                    try:
-                        method()
-                    except SystemExit:
-                        pass
+                _run_stdin_test(method, inp, original_stdin)
             finally:
                 _sys.stdout = saved
             _signal.alarm(0)
             emit({"i": i, "out": captured.getvalue()})
-        except BaseException as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             _signal.alarm(0)
             emit({"i": i, "err": f"{type(exc).__name__}: {exc}"[:300], "tle": isinstance(exc, TimeoutException)})
             break
+        except BaseException:  # noqa: BLE001 - SystemExit from a function, KeyboardInterrupt...: a crash
+            _signal.alarm(0)
+            return
     emit({"end": 1})
 
 

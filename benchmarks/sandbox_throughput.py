@@ -145,28 +145,58 @@ def agreement(ours: dict, theirs: dict) -> dict:
 
 # ------------------------------------------------------------------------------------- overhead
 
-def overhead(n: int = 40) -> dict:
-    from lopd_envs.sandbox import BACKENDS, available_backends, interpreter
+def overhead(n: int = 40, backends: tuple[str, ...] = ("bubblewrap", "process", "docker")) -> dict:
+    """Mean wall time of ``n`` runs of ``pass`` per backend, and of a bare ``python -I -S -c pass``, measured
+    interleaved (round by round) so that the machine's load moves them together. Each backend runs once
+    first (docker: its warm containers are started then)."""
+    from lopd_envs.sandbox import BACKENDS, interpreter
     from lopd_envs.sandbox.base import as_root
 
     python = interpreter.resolve(as_root()).executable
-    out = {}
-    start = time.perf_counter()
-    for _ in range(n):
-        subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
-    out["bare python -I -S -c pass"] = (time.perf_counter() - start) / n * 1000
-    for name, problem in available_backends().items():
+    out: dict = {}
+    ready = {}
+    for name in backends:
+        problem = BACKENDS[name].probe()
         if problem:
             out[name] = f"unavailable: {problem}"
             continue
-        sb = BACKENDS[name]()
-        sb.run("pass")
+        ready[name] = BACKENDS[name]()
+        assert ready[name].run("pass").ok
+    totals = {name: 0.0 for name in ["bare", *ready]}
+    for _ in range(n):
         start = time.perf_counter()
-        for _ in range(n):
+        subprocess.run([python, "-I", "-S", "-c", "pass"], check=True)
+        totals["bare"] += time.perf_counter() - start
+        for name, sb in ready.items():
+            start = time.perf_counter()
             r = sb.run("pass")
+            totals[name] += time.perf_counter() - start
             assert r.ok, r
-        out[name] = (time.perf_counter() - start) / n * 1000
+    out["bare python -I -S -c pass"] = totals.pop("bare") / n * 1000
+    out.update({name: total / n * 1000 for name, total in totals.items()})
+    for sb in ready.values():
+        getattr(sb, "close", lambda: None)()
     return out
+
+
+def overhead_ratios(per_run: dict) -> dict:
+    """Docker against bubblewrap: per run, and per run over the bare interpreter."""
+    bare, bw, dk = (per_run.get(k) for k in ("bare python -I -S -c pass", "bubblewrap", "docker"))
+    if not all(isinstance(x, float) for x in (bare, bw, dk)):
+        return {}
+    return {"docker/bubblewrap per run": dk / bw,
+            "docker/bubblewrap overhead over bare": (dk - bare) / max(bw - bare, 1e-9)}
+
+
+def report_overhead(report: dict, rounds: int) -> None:
+    report["per_run_ms"] = overhead(rounds)
+    report["ratios"] = overhead_ratios(report["per_run_ms"])
+    bare = report["per_run_ms"]["bare python -I -S -c pass"]
+    for name, ms in report["per_run_ms"].items():
+        extra = f" (+{ms - bare:.1f} ms over bare)" if isinstance(ms, float) and "bare" not in name else ""
+        print(f"per run, {name}: {ms if isinstance(ms, str) else f'{ms:.1f} ms'}{extra}", flush=True)
+    for name, ratio in report["ratios"].items():
+        print(f"{name}: {ratio:.2f}x", flush=True)
 
 
 def main() -> None:
@@ -177,16 +207,25 @@ def main() -> None:
     ap.add_argument("--skip-evalplus", action="store_true")
     ap.add_argument("--skip-mutants", action="store_true")
     ap.add_argument("--evalplus-parallel", type=int, default=None,
-                    help="also time evalplus with this many workers (its default is cpu_count // 2)")
+                    help="evalplus's --parallel (default: our workers, so both sides get the same parallelism)")
+    ap.add_argument("--overhead-only", action="store_true", help="only the per-run overhead of each backend")
+    ap.add_argument("--rounds", type=int, default=40, help="runs per backend for the overhead")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.overhead_only:
+        report: dict = {"cpus": os.cpu_count()}
+        report_overhead(report, args.rounds)
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2))
+        return
 
     os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     from lopd_envs.sandbox import default_workers, get_sandbox
     from lopd_envs.suites.evalplus import data as ep_data, groundtruth as ep_gt
 
     workers = args.workers or default_workers()
-    report: dict = {"dataset": args.dataset, "workers": workers, "cpus": os.cpu_count()}
+    parallel = args.evalplus_parallel or workers
+    report = {"dataset": args.dataset, "workers": workers, "evalplus_parallel": parallel, "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="lopd-bench-") as tmp:
         tmpdir = Path(tmp)
         os.environ["LOPD_CACHE"] = str(tmpdir / "lopd-cache")
@@ -215,29 +254,19 @@ def main() -> None:
                   f"base+plus pass {entry['lopd_pass_plus']} of {len(ours)}", flush=True)
             if not args.skip_evalplus:
                 if name == "canonical":  # evalplus computes (and caches) its ground truth on first use
-                    t_cold, _ = run_evalplus(args.dataset, path, solutions, tmpdir)
+                    t_cold, _ = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
                     entry["evalplus_cold_s"] = t_cold
                     print(f"[{name}] evalplus cold (computes its expected outputs): {t_cold:.1f}s", flush=True)
-                t_ep, theirs = run_evalplus(args.dataset, path, solutions, tmpdir)
+                t_ep, theirs = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
                 entry["evalplus_s"] = t_ep
                 entry["speedup_vs_evalplus"] = t_ep / t_lopd
                 entry["agreement"] = agreement(ours, theirs)
-                print(f"[{name}] evalplus: {t_ep:.1f}s -> lopd is {t_ep / t_lopd:.2f}x faster "
-                      f"(evalplus default parallelism: cpu_count//2 = {max(1, (os.cpu_count() or 2) // 2)})",
-                      flush=True)
+                print(f"[{name}] evalplus --parallel {parallel}: {t_ep:.1f}s -> lopd ({workers} workers) is "
+                      f"{t_ep / t_lopd:.2f}x faster", flush=True)
                 print(f"[{name}] agreement: {json.dumps(entry['agreement'])}", flush=True)
-                if args.evalplus_parallel:
-                    t_par, _ = run_evalplus(args.dataset, path, solutions, tmpdir, args.evalplus_parallel)
-                    entry[f"evalplus_parallel{args.evalplus_parallel}_s"] = t_par
-                    print(f"[{name}] evalplus --parallel {args.evalplus_parallel}: {t_par:.1f}s -> lopd is "
-                          f"{t_par / t_lopd:.2f}x faster", flush=True)
             report[name] = entry
 
-    report["per_run_ms"] = overhead()
-    bare = report["per_run_ms"]["bare python -I -S -c pass"]
-    for name, ms in report["per_run_ms"].items():
-        extra = f" (+{ms - bare:.1f} ms over bare)" if isinstance(ms, float) and "bare" not in name else ""
-        print(f"per run, {name}: {ms if isinstance(ms, str) else f'{ms:.1f} ms'}{extra}")
+    report_overhead(report, args.rounds)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

@@ -8,6 +8,13 @@ fresh ``/proc`` and ``/dev``, and a scrubbed environment; the sandbox's own root
 started under a throw-away unprivileged host uid (one per concurrent run): RLIMIT_NPROC is not enforced
 for root, and an unprivileged owner also cannot read root's files even through ``/proc``. Inside, the
 program runs as uid 65534 (nobody) with no capabilities and nested user namespaces disabled.
+
+Memory the rlimits cannot see is capped too: ``/dev/shm`` and ``/tmp`` are their own size-capped tmpfs, a
+seccomp filter (:mod:`.seccomp`) refuses memfd, SysV IPC and sockets, ``RLIMIT_NOFILE`` bounds pipe and
+socket buffers, and, as root, each run gets its own cgroup (:mod:`.cgroup`) that charges everything
+(tmpfs, shm, kernel memory) to the memory limit and caps processes. Without cgroups (not root, or no
+writable cgroupfs) what stays uncovered: the count of empty files in ``/tmp`` and kernel objects in
+general, which are then bounded only by the time limit.
 """
 
 from __future__ import annotations

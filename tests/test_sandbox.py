@@ -74,7 +74,8 @@ def test_isolation_label():
     assert not ProcessSandbox.isolating
 
 
-def test_default_is_the_best_available():
+def test_default_is_the_best_available(monkeypatch):
+    monkeypatch.delenv("LOPD_SANDBOX", raising=False)  # .ci/run's Docker pass forces a backend
     best = next(name for name in ("bubblewrap", "docker", "process") if available_backends()[name] is None)
     assert get_sandbox().name == best
 
@@ -111,7 +112,7 @@ def test_pool_runs_in_parallel_and_keeps_order():
         results = pool.map([RunRequest(f"import time\ntime.sleep(0.5)\nprint({i})") for i in range(4)])
         elapsed = time.monotonic() - start
     assert [r.stdout.strip() for r in results] == ["0", "1", "2", "3"]
-    assert elapsed < 1.9  # 4 × 0.5 s of sleeping on 2 workers
+    assert elapsed < 2.0  # 4 × 0.5 s of sleeping on 2 workers: one after the other takes 2 s and more
 
 
 def test_runs_from_many_threads_do_not_mix():

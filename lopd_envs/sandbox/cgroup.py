@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 ENV_CGROUP = "LOPD_SANDBOX_CGROUP"
 #: Headroom above the program's memory limit for bubblewrap, the bootstrap and the interpreter itself.
@@ -176,19 +176,7 @@ class Cgroup:
 
     def kill(self, spare: int | None = None, patience: float = 2.0) -> bool:
         """SIGKILL every process in the cgroup except ``spare`` until none is left; True when empty."""
-        stop = time.monotonic() + patience
-        while True:
-            left = [p for p in self.pids() if p != spare]
-            if not left:
-                return True
-            if time.monotonic() > stop:
-                return False
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.0005)
+        return kill_until_gone(self.pids, spare, patience)
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this cgroup for memory."""
@@ -219,6 +207,24 @@ class Cgroup:
                     break
                 except OSError:  # still busy for a moment after its last process died
                     time.sleep(0.001)
+
+
+def kill_until_gone(pids: Callable[[], list[int]], spare: int | None = None, patience: float = 2.0) -> bool:
+    """SIGKILL what ``pids()`` lists (but ``spare``) until it lists nothing else; False after ``patience``
+    seconds (a fork racing the kill is caught by the next pass)."""
+    stop = time.monotonic() + patience
+    while True:
+        left = [p for p in pids() if p != spare]
+        if not left:
+            return True
+        if time.monotonic() > stop:
+            return False
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.0005)
 
 
 def _write(path: Path, value: str, optional: bool = False) -> None:

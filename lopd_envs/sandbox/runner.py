@@ -209,19 +209,7 @@ def uid_pids(uid: int) -> list[int]:
 
 def kill_uid(uid: int, spare: int | None = None, patience: float = 2.0) -> bool:
     """SIGKILL every process of ``uid`` except ``spare`` until none is left (no cgroup: the fallback)."""
-    end = time.monotonic() + patience
-    while True:
-        left = [p for p in uid_pids(uid) if p != spare]
-        if not left:
-            return True
-        if time.monotonic() > end:
-            return False
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.0005)
+    return cgroup.kill_until_gone(lambda: uid_pids(uid), spare, patience)
 
 
 def _feed(pipe, data: bytes, close: bool = True) -> None:

@@ -120,6 +120,16 @@ def test_livecodebench_slow_test_fails_with_alarm_disabled(bubblewrap):
     assert env.step(f"```python\n{fast}\n```")[1] == 1.0
 
 
+@pytest.mark.slow
+def test_livecodebench_issue_case_7_5_s_under_the_default_6_s(bubblewrap):
+    """The issue's own numbers: 7.5 s per test under LiveCodeBench's default 6 s limit, alarm disabled."""
+    code = DISARM_TIMERS + "signal.alarm(0)\ntime.sleep(7.5)\na, b = map(int, input().split())\nprint(a + b)"
+    env = gym.make("lopd/LiveCodeBench-v0", source="samples", sandbox=bubblewrap)
+    env.reset(options={"task_id": "lopd_s001"})
+    _, reward, _, _, info = env.step(f"```python\n{code}\n```")
+    assert reward == 0.0 and info["score"]["results"] == [-3]
+
+
 class _Steps:
     """A schedule of three timed records, for the channel's pure timing rules."""
 

@@ -84,6 +84,14 @@ def _prompt_ids(tokenizer, conv: Conversation, sampling: Sampling) -> list[int]:
     return models.encode(tokenizer, text)
 
 
+def _prompts_that_fit(tokenizer, batch: Sequence[Conversation], sampling: Sampling):
+    """The rendered prompt ids, the indices of those leaving room for ``max_new_tokens`` within
+    ``max_sequence_tokens``, and replies pre-set to ``overflow`` (kept for the prompts that do not fit)."""
+    prompts = [_prompt_ids(tokenizer, c, sampling) for c in batch]
+    fits = [i for i, p in enumerate(prompts) if len(p) + sampling.max_new_tokens <= sampling.max_sequence_tokens]
+    return prompts, fits, [Reply("", overflow=True) for _ in batch]
+
+
 # --------------------------------------------------------------------------------------------------- hf
 
 
@@ -100,9 +108,7 @@ class HFBackend:
 
         from lopd_train.rollout import SamplingConfig, generate
 
-        prompts = [_prompt_ids(self.tokenizer, c, sampling) for c in batch]
-        fits = [i for i, p in enumerate(prompts) if len(p) + sampling.max_new_tokens <= sampling.max_sequence_tokens]
-        replies = [Reply("", overflow=True) for _ in batch]
+        prompts, fits, replies = _prompts_that_fit(self.tokenizer, batch, sampling)
         if not fits:
             return replies
         cfg = SamplingConfig(max_new_tokens=sampling.max_new_tokens, temperature=max(sampling.temperature, 1e-6),
@@ -158,9 +164,7 @@ class VLLMBackend:
         self.lora = lora_request("eval-adapter", 1, adapter) if adapter else None
 
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
-        prompts = [_prompt_ids(self.tokenizer, c, sampling) for c in batch]
-        fits = [i for i, p in enumerate(prompts) if len(p) + sampling.max_new_tokens <= sampling.max_sequence_tokens]
-        replies = [Reply("", overflow=True) for _ in batch]
+        prompts, fits, replies = _prompts_that_fit(self.tokenizer, batch, sampling)
         if not fits:
             return replies
         params = [self._vllm.SamplingParams(temperature=sampling.temperature, top_p=1.0, top_k=-1,

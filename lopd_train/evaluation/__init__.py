@@ -237,10 +237,21 @@ def _run_env(cfg, env_id, backend, sampling, writer, done, pool, make_envs) -> d
         return {"kwargs": kwargs, "n_tasks": len(tasks), "data_sha256": data_fingerprint(tasks),
                 "data_origin": getattr(unwrapped, "data_origin", None) or "data found",
                 "scoring": getattr(unwrapped, "scoring", kwargs.get("scoring", "official")),
+                "sandbox": sandbox_of(unwrapped),
                 "seconds": time.time() - t0}
     finally:
         for env in envs:
             env.close()
+
+
+def sandbox_of(env) -> dict[str, Any] | None:
+    """The code env's sandbox backend (the one that ran, or would have run, the candidates)."""
+    from lopd_envs.codeexec.env import CodeEnv
+
+    if not isinstance(env, CodeEnv):
+        return None
+    box = env.sandbox
+    return {"backend": box.name, "isolating": bool(getattr(box, "isolating", False))}
 
 
 def _seed(base: int, env_id: str, task_id: str, sample: int) -> int:
@@ -263,10 +274,10 @@ def summarise(cfg: EvalConfig, spec: ModelSpec, backend_info: dict[str, Any], en
     envs = {}
     for env_id, info in env_info.items():
         recs = sorted((r for r in records if r["env"] == env_id), key=lambda r: (r["order"], r["sample"]))
-        sandboxes = sorted({str(r["score"]["backend"]) for r in recs if isinstance(r.get("score"), dict)
-                            and r["score"].get("backend")})
+        ran = sorted({str(r["score"]["backend"]) for r in recs if isinstance(r.get("score"), dict)
+                      and r["score"].get("backend")})
         envs[env_id] = {**{k: v for k, v in info.items() if k != "seconds"}, "n_records": len(recs),
-                        "sandbox": sandboxes or None, "leaderboard": leaderboards.leaderboard(env_id, recs),
+                        "sandbox_backends_in_records": ran, "leaderboard": leaderboards.leaderboard(env_id, recs),
                         "mean_reward": sum(r["reward"] for r in recs) / len(recs) if recs else 0.0,
                         "generated_tokens": sum(r.get("generated_tokens", 0) for r in recs)}
     return {"model": {**spec.to_dict(), "base_sha256": folder_sha256(base_path) if cfg.backend != "openai" else None,

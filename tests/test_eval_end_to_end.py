@@ -1,0 +1,182 @@
+"""lopd-eval end to end: a tiny random model on every env id through ``hf``, the same envs through ``openai``
+against a fake OpenAI-compatible server of this test's own, and kill -9 then --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from lopd_train import cli
+from lopd_train.evaluation import EvalConfig, read_records, run_eval
+
+ENVS = ["lopd/BFCLv3-v0", "lopd/ACEBench-v0", "lopd/EnvScaler-v0", "lopd/HumanEvalPlus-v0", "lopd/MBPPPlus-v0",
+        "lopd/LiveCodeBench-v0"]
+OUTPUTS = ("records.jsonl", "results.json", "results.md", "results.png")
+TIMING = {"batch_seconds"}
+
+
+def _strip(records):
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in records]
+
+
+def _check_outputs(out: Path, n_per_env: int) -> dict:
+    for name in OUTPUTS:
+        assert (out / name).stat().st_size > 0, f"{name} missing"
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["envs"]) == set(ENVS)
+    for env_id, res in results["envs"].items():
+        assert res["n_records"] == n_per_env, env_id
+        assert res["leaderboard"] and res["data_sha256"] and res["scoring"] == "official"
+    assert results["packages"]["torch"] and results["timings"]["total_seconds"] > 0
+    records = read_records(out / "records.jsonl")
+    assert {r["env"] for r in records} == set(ENVS)
+    for r in records:
+        assert r["scored"] and r["trace"]["task_id"] == r["task_id"] and r["messages"][0]["role"] in ("system", "user")
+    return results
+
+
+def test_tiny_model_on_every_env_through_hf(bfcl_data, tmp_path):
+    out = tmp_path / "hf"
+    assert cli.eval_main(["--model", "tiny-random", *sum((["--env", e] for e in ENVS), []), "--limit", "1",
+                          "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
+    results = _check_outputs(out, 1)
+    assert results["model"]["base_sha256"] and results["backend"]["backend"] == "hf"
+    code = results["envs"]["lopd/HumanEvalPlus-v0"]
+    assert code["sandbox"] and "base" in code["leaderboard"]  # the sandbox that ran is on record
+    assert "by_difficulty" in results["envs"]["lopd/LiveCodeBench-v0"]["leaderboard"]
+    assert "summary" in results["envs"]["lopd/ACEBench-v0"]["leaderboard"]
+
+
+# ----------------------------------------------------------------------------------------------- fake server
+
+class FakeServer:
+    """An OpenAI-compatible /v1/chat/completions: calls the first offered tool natively when ``tools`` are
+    sent, answers text otherwise; ``reject_tools`` makes it refuse ``tools`` with HTTP 400."""
+
+    def __init__(self, reject_tools: bool = False):
+        self.requests: list[dict] = []
+        self.reject_tools = reject_tools
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                if body.get("tools") and server.reject_tools:
+                    return self._send(400, {"error": {"message": "tools are not supported"}})
+                if body.get("tools"):
+                    fn = body["tools"][0]["function"]["name"]
+                    msg = {"role": "assistant", "content": None, "tool_calls": [
+                        {"id": "call_0", "type": "function", "function": {"name": fn, "arguments": "{}"}}]}
+                else:
+                    msg = {"role": "assistant", "content": "```python\nprint(1)\n```"}
+                self._send(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+                                 "usage": {"completion_tokens": 5}})
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_every_env_through_openai_against_a_fake_server(bfcl_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    out = tmp_path / "openai"
+    with FakeServer() as server:
+        assert cli.eval_main(["--model", "served-model", "--backend", "openai", "--base-url", server.url,
+                              "--api-key-env", "FAKE_KEY", *sum((["--env", e] for e in ENVS), []), "--limit", "1",
+                              "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
+    results = _check_outputs(out, 1)
+    assert results["backend"]["native_tools"] is True and results["model"]["base_sha256"] is None
+    assert all(r["path"] == "/v1/chat/completions" and r["auth"] == "Bearer sk-test" for r in server.requests)
+    assert all(r["body"]["model"] == "served-model" and r["body"]["temperature"] == 0.0 for r in server.requests)
+    records = {r["env"]: r for r in read_records(out / "records.jsonl")}
+    bfcl = records["lopd/BFCLv3-v0"]
+    tools = [r for r in server.requests if r["body"].get("tools")]
+    assert tools, "native tools were never sent"
+    offered = tools[0]["body"]["tools"][0]["function"]["name"]
+    assert bfcl["trace"]["steps"][0]["action"]["name"] == offered  # the structured call reached the env
+    assert bfcl["messages"][-1]["role"] in ("assistant", "tool")
+
+
+def test_openai_falls_back_to_the_text_tool_prompt_when_tools_are_refused(bfcl_data, tmp_path):
+    with FakeServer(reject_tools=True) as server:
+        results = run_eval(EvalConfig(model="m", backend="openai", base_url=server.url, env=["lopd/BFCLv3-v0"],
+                                      category="simple", limit=2, max_new_tokens=8, output=str(tmp_path / "o"),
+                                      progress=False))
+    assert results["backend"]["native_tools"] is False
+    # the batch's two concurrent first requests may both offer tools; after the refusal none does
+    assert server.requests[0]["body"].get("tools") and not any(r["body"].get("tools") for r in server.requests[2:])
+    assert len(server.requests) > 2
+    system = server.requests[-1]["body"]["messages"][0]
+    assert system["role"] == "system"
+    records = read_records(tmp_path / "o" / "records.jsonl")
+    assert len(records) == 2 and all(r["scored"] for r in records)
+
+
+def test_a_run_with_records_needs_resume(bfcl_data, tmp_path):
+    cfg = dict(model="tiny-random", env=["lopd/BFCLv3-v0"], category="simple", limit=1, max_new_tokens=4,
+               output=str(tmp_path), progress=False)
+    run_eval(EvalConfig(**cfg))
+    with pytest.raises(FileExistsError, match="--resume"):
+        run_eval(EvalConfig(**cfg))
+    with pytest.raises(ValueError, match="different settings"):
+        run_eval(EvalConfig(**{**cfg, "limit": 2}, resume=True))
+
+
+# ----------------------------------------------------------------------------------------------- kill -9
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(bfcl_data, tmp_path):
+    args = ["--model", "tiny-random", "--env", "lopd/BFCLv3-v0", "--category", "simple", "--limit", "8",
+            "--batch-size", "2", "--max-new-tokens", "32", "--no-progress"]
+    whole = tmp_path / "whole"
+    assert cli.eval_main([*args, "--output", str(whole)]) == 0
+    cut = tmp_path / "cut"
+    code = "import sys; from lopd_train.cli import eval_main; sys.exit(eval_main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, *args, "--output", str(cut)], env=os.environ.copy(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = cut / "records.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if records.exists() and records.read_bytes().count(b"\n") >= 2:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written = len(read_records(records))
+    assert 2 <= written < 8
+    with open(records, "ab") as fh:  # as if the kill had landed in the middle of a write
+        fh.write(b'{"env": "lopd/BFCLv3-v0", "task_id": "simple_')
+    assert cli.eval_main([*args, "--output", str(cut), "--resume"]) == 0
+    assert _strip(read_records(records)) == _strip(read_records(whole / "records.jsonl"))
+    a = json.loads((cut / "results.json").read_text())["envs"]
+    b = json.loads((whole / "results.json").read_text())["envs"]
+    assert a["lopd/BFCLv3-v0"]["leaderboard"] == b["lopd/BFCLv3-v0"]["leaderboard"]

@@ -67,7 +67,7 @@ def resolve_value(node: ast.AST, python_unary: bool = False, bare_call_as_text: 
     """
     recurse = lambda child: resolve_value(child, python_unary, bare_call_as_text)  # noqa: E731
     if isinstance(node, ast.Constant):
-        return "..." if node.value is Ellipsis else node.value
+        return "..." if node.value is Ellipsis else _constant(node)
     if isinstance(node, ast.UnaryOp):
         if not isinstance(node.operand, ast.Constant) or node.operand.value is Ellipsis:
             raise DecodeError(f"unsupported operand in {source(node)}")
@@ -101,7 +101,7 @@ def literal_arithmetic(node: ast.AST) -> Any:
     """Evaluate ``1 + 2``, ``2 ** 10``, ``"ab" * 3`` over literals only, refusing results that would take
     unbounded time or memory (where the harness's ``eval`` would simply run)."""
     if isinstance(node, ast.Constant) and node.value is not Ellipsis:
-        return node.value
+        return _constant(node)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _apply(_UNARY[type(node.op)], literal_arithmetic(node.operand))
     if isinstance(node, (ast.List, ast.Tuple)):
@@ -119,6 +119,14 @@ def literal_arithmetic(node: ast.AST) -> Any:
                 raise DecodeError(f"refusing to build a huge sequence: {source(node)}")
         return _apply(_BINOPS[type(node.op)], left, right)
     raise DecodeError(f"cannot evaluate {source(node)!r}: only literal arithmetic is evaluated")
+
+
+def _constant(node: ast.Constant) -> Any:
+    """A literal's value; integer literals are held to the size arithmetic results are (``0x`` literals have
+    no length limit, and a huge one breaks every later ``repr``, such as the execution strings)."""
+    if isinstance(node.value, int) and node.value.bit_length() > _MAX_BITS:
+        raise DecodeError("integer literal too large")
+    return node.value
 
 
 def _apply(op: Any, *values: Any) -> Any:

@@ -364,3 +364,13 @@ def test_thousand_hostile_actions_never_escape_step(env_id: str):
 @pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
 def test_ten_thousand_hostile_actions_never_escape_step(env_id: str):
     fuzz_env_id(env_id, 10_000, in_real_sandbox=1_000, slow=True)
+
+
+@pytest.mark.usefixtures("bfcl_data")
+def test_a_huge_hex_literal_in_a_multi_turn_call_is_a_decode_error():
+    """Found by the slow run: BFCL's multi-turn decoder took ``0x`` + 20,001 digits (hex has no length
+    limit) and its execution strings then failed in ``repr``."""
+    env = gym.make("lopd/BFCLv3-v0", category="multi_turn_base")
+    env.reset(seed=0)
+    for action in ["[cd(folder=0x" + "f" * 20_001 + ")]", "[cd(folder=[-0x" + "f" * 2_001 + "] * 2)]"]:
+        assert not check_step(env, action)

@@ -191,3 +191,11 @@ def test_inconsistent_options_are_refused(argv, why):
 
     with pytest.raises(SystemExit, match=why):
         cli.eval_config_from_args(["--model", "m", "--env", "lopd/BFCLv3-v0", *argv])
+
+
+def test_language_goes_only_to_envs_that_take_it():
+    from lopd_train.evaluation import EvalConfig, env_kwargs
+
+    cfg = EvalConfig(model="m", env=["lopd/ACEBench-v0", "lopd/BFCLv3-v0"], language="zh", category="a,b")
+    assert env_kwargs(cfg, "lopd/ACEBench-v0") == {"category": ["a", "b"], "language": "zh"}
+    assert env_kwargs(cfg, "lopd/BFCLv3-v0") == {"category": ["a", "b"]}

@@ -2,7 +2,13 @@
 same run, same machine; plus the per-run overhead of each sandbox backend against a bare interpreter.
 
     python benchmarks/sandbox_throughput.py [--dataset humaneval|mbpp] [--workers N] [--skip-evalplus]
-        [--backend bubblewrap] [--json out.json]
+        [--backend bubblewrap] [--evalplus-parallel N] [--json out.json]
+    python benchmarks/sandbox_throughput.py --overhead-only [--rounds 40]
+
+evalplus runs with ``--parallel`` equal to our workers unless told otherwise, so both sides get the same
+parallelism. The per-run overhead times the backends round by round (bare interpreter, bubblewrap, process,
+docker in turn), so the machine's load moves them together, and reports docker against bubblewrap both
+per run and per run over the bare interpreter.
 
 Solutions: every canonical solution, then one simple mutant per task (an operator, comparison or constant
 changed by an AST rewrite), so both passing and failing paths are timed. Both sides run with their
@@ -20,6 +26,17 @@ outputs cached on both sides; runs varied by about ±25 % with the load:
   MBPP+ pre-release canonical (--dataset mbpp --skip-mutants): lopd 31 s vs evalplus 167 s; 397/399 statuses
       identical, the two others (Mbpp/392, Mbpp/630) are slow canonical solutions that evalplus timed out
       on under load.
+
+Measured 2026-12-01 after issue 11 (per-run cgroup, seccomp and host-side deadlines on bubblewrap; the warm
+Docker pool) on the same VM, far more loaded (load average 8-16, six other jobs), 2 workers,
+evalplus --parallel 2:
+  HumanEval+ canonical: lopd 51.4 s, evalplus 104.1 s -> 2.03x; base verdicts 164/164 identical, base+plus
+      162/164 (HumanEval/15, /59: evalplus timed out on the canonical solution under that load).
+  HumanEval+ mutants:   lopd 18.5 s, evalplus 65.1 s -> 3.52x; 164/164 identical (12 pass).
+  Per run (bare python -I -S -c pass 32.6 ms): bubblewrap 111.4 ms (+78.7), process 65.8 ms (+33.2),
+      docker 227.0 ms (+194.3): docker/bubblewrap 2.04x per run, 2.47x over bare (before: 0.45-0.7 s a
+      Docker run, a fresh container each, against ~25 ms for bubblewrap: 18-28x). An --overhead-only run
+      at load 16: bubblewrap 147 ms, docker 316 ms: 2.15x per run, 2.54x over bare.
 """
 
 from __future__ import annotations

@@ -308,8 +308,11 @@ class DockerSandbox(Sandbox):
             self._closed = True
             everything, self._all = list(self._all), set()
             self._idle, self._count = {}, {}
-        for warm in everything:
-            _remove(warm)
+        threads = [threading.Thread(target=_remove, args=(warm,)) for warm in everything]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
 
     # ----------------------------------------------------------------------------------------- one run
 
@@ -358,6 +361,8 @@ class DockerSandbox(Sandbox):
         writer = threading.Thread(target=_feed, args=(raw, stdin, interact is None), daemon=True)
         writer.start()
         test_deadline = getattr(interact, "deadline", None)
+        poller = select.poll()
+        poller.register(raw, select.POLLIN)
         deadline = start + limits.timeout
         timed_out = stopped = finished = False
         error = None
@@ -372,7 +377,7 @@ class DockerSandbox(Sandbox):
                     timed_out = True
                     break
                 wait = min(deadline, test if test is not None else deadline) - now
-                if not select.select([raw], [], [], min(wait, 1.0))[0]:
+                if not poller.poll(min(wait, 1.0) * 1000):  # poll, not select: a trainer's fds pass 1024
                     continue
                 chunks = stream.read()
                 if chunks is None:

@@ -40,7 +40,8 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from lopd_envs.sandbox.base import BOOTSTRAP, Interact, Limits, MiB, RunResult, Sandbox, SandboxUnavailable
+from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, RunResult, Sandbox, SandboxUnavailable,
+                                    looks_out_of_memory)
 from lopd_envs.sandbox.docker_image import PATH, default_tag
 from lopd_envs.sandbox.interpreter import Interpreter
 from lopd_envs.sandbox.runner import STREAMED_STDOUT_KEPT
@@ -400,7 +401,7 @@ class DockerSandbox(Sandbox):
         if finished and not (exit_code is not None and exit_code < 125):
             clean = self._clean(warm)  # killed, or the runner could not clean: check before reuse
         err = stream.text(2)
-        oom = finished and not stream.truncated and _out_of_memory(exit_code, err)
+        oom = finished and not stream.truncated and looks_out_of_memory(exit_code, err)
         return RunResult(stream.text(1), err, exit_code, timed_out, oom, wall, self.name, True,
                          truncated=stream.truncated, error=error, stopped=stopped), clean
 
@@ -482,11 +483,6 @@ def _env() -> dict[str, str]:
     from lopd_envs.sandbox.base import scrubbed_env
 
     return {**scrubbed_env("/tmp"), "PATH": PATH}
-
-
-def _out_of_memory(exit_code: int | None, stderr: str) -> bool:
-    tail = stderr.rstrip().rsplit("\n", 1)[-1] if stderr.strip() else ""
-    return exit_code not in (0, None) and (tail.startswith("MemoryError") or exit_code == 137)
 
 
 def _is_gone(exc: Exception) -> bool:

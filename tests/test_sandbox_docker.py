@@ -229,6 +229,7 @@ def test_build_image_for_real():
         assert sandbox.run("print(6 * 7)").stdout == "42\n"
     finally:
         sandbox.close()
+        sandbox.client.images.remove("lopd-sandbox:test", force=True)
 
 
 # ------------------------------------------------------------------------------- stand-in client (no engine)

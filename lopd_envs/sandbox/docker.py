@@ -2,12 +2,14 @@
 (macOS, Windows, locked-down clusters).
 
 Starting a container costs 0.5-1 s, so containers are started ahead and kept warm: each run is an
-``exec`` of a fresh interpreter inside an idle container, streamed over the exec's socket (so
-``interact`` works as with the other backends). A container is locked down once, when it starts: no
+``exec`` of a fresh interpreter (the run's supervisor, which forks the program: one interpreter start per
+run) inside an idle container, streamed over the exec's socket (so ``interact``, its per-test
+``deadline()`` and a scorer that raises work as with the other backends). A container is locked down once, when it starts: no
 network, read-only root file system, size- and inode-capped ``/tmp`` and ``/dev/shm``, uid 65534, all
 capabilities dropped, ``no-new-privileges``, a memory cgroup (swap included, ``/dev/shm`` and memfd pages
 count in it), a pids cgroup, and no SysV IPC or POSIX message queues (their namespaced limits set to
-zero). Each run's rlimits are set by the same bootstrap as the other backends.
+zero). Each run's rlimits are set by the same bootstrap as the other backends, except RLIMIT_NPROC: uid
+65534 is the same host uid in every container, so the pids cgroup counts processes instead.
 
 No state passes from one run to the next. A run is started by :data:`RUNNER`, which makes itself
 non-dumpable (the program cannot ptrace it or open its descriptors), kills every other process of the
@@ -15,8 +17,9 @@ sandbox uid in the container (``kill(-1)``), empties ``/tmp`` and ``/dev/shm``, 
 when the program exits it kills everything again, so children left behind neither hold the output open
 nor outlive the run. The host enforces the wall-clock limit itself and, on a timeout, an overflow, an
 abnormal exit or a scorer error, runs a separate clean-up exec before the container is used again; a
-container that does not come back clean is removed and replaced. Not covered without a seccomp filter:
-the kernel keyrings of uid 65534, which containers share (Docker's default seccomp profile blocks them).
+container that does not come back clean is removed and replaced. No seccomp filter is installed (the
+engine's default profile applies where the engine has one): memfd and ``/dev/shm`` are bounded by the
+memory cgroup instead, and the kernel keyrings of uid 65534, which containers share, stay reachable.
 
 The program folder is bind-mounted read-only from a per-container host folder, so the engine must share
 this host's file system (a local engine). The image is any Python image the user names (``image=``,

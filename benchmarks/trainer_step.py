@@ -15,18 +15,21 @@ reported both in total and as the increase over the resident set before the upda
 ``MALLOC_MMAP_THRESHOLD_=1MiB`` so that freed blocks leave the resident set). Time: the median wall time and
 the median CPU time of the process (the latter is less sensitive to other jobs on a shared machine).
 
-Measured (2-core AVX2 CPU shared with other jobs, SmolLM2-135M-Instruct fp32, LoRA r=16 on all linear
-layers, defaults above: 2 tasks x 4 rollouts, 384-token prompts, 64 sampled tokens each, J=3, K=32, M=20):
+Measured before issue 8 (student top-M support, latents before BOS, no teacher top-k pass), SmolLM2-135M
+fp32, LoRA r=16, 2 tasks x 4 rollouts, 384-token prompts, 64 sampled tokens, J=3, K=32, M=20:
+LOPD update 2.59x GRPO's time (18.3 s vs 7.1 s median), peak memory 1.14x.
 
-    GRPO update  7.1 s median (6.3 best), peak RSS 2774 MB (+1731 MB during the update)
-    LOPD update 18.3 s median (17.4 best), peak RSS 3172 MB (+1794 MB during the update)
-    ratios: time 2.59x median / 2.77x best-of / 2.57x CPU time; peak memory 1.14x; update-only memory 1.04x
+After issue 8 (teacher top-k support: a no-gradient teacher pass, then the student step, then the composer
+step with its own teacher pass; the encoder run per (task, experience) pair), ``--model tiny-random --reps 1``
+on a 2-core machine at load average 5.4 (shared with other jobs): update time 2.65x GRPO's (7.57 s vs
+2.85 s), whole step (rollout + update) 1.54x, peak memory 1.65x. The SmolLM2 re-measurement (default
+arguments) and ``--sweep`` could not finish on that machine at load averages of 10-16; rerun them on a
+quieter one. The script prints the load average beside its figures.
 
-Where LOPD's extra time goes: the teacher's forward and backward over [J*K latent tokens; prompt;
-continuations] (about as much as the student's own pass, since the composer needs the gradient at the
-latent tokens), and the composer's encoder (the backbone with its LoRA) over the retrieved experiences,
-run once without and once with its graph. The memory stays near GRPO's because the teacher's and the
-student's graphs never coexist (the student's top-M buckets come from the sampler).
+Where LOPD's extra time goes: the teacher's forward over [prompt with J*K latent tokens; continuations]
+twice (once without gradient for the top-k support, once with it for the composer, whose gradient must
+reach the latent tokens), and the composer's encoder (the backbone with its LoRA) over the retrieved
+experiences, once without and once with its graph. The student's own pass is GRPO's.
 """
 
 from __future__ import annotations

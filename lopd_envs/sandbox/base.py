@@ -204,10 +204,14 @@ class workdir:
 
 class UidSlots:
     """Distinct unprivileged host uids for concurrent runs. RLIMIT_NPROC counts processes per real uid, so
-    each live sandbox gets its own: a fork bomb in one cannot starve its neighbours (or the host)."""
+    each live sandbox gets its own: a fork bomb in one cannot starve its neighbours (or the host).
 
-    def __init__(self, size: int = 256):
-        base = 1_000_000 + (os.getpid() % 50_000) * size
+    ``region`` keeps pools apart: one-shot runs (:data:`UIDS`) and long-lived sessions (:data:`SESSION_UIDS`)
+    never share a uid, so idle session workers can neither exhaust the run slots nor be mistaken for a
+    run's leftovers."""
+
+    def __init__(self, size: int = 256, region: int = 0):
+        base = 1_000_000 + region * 50_000 * size + (os.getpid() % 50_000) * size
         self.uids = range(base, base + size)
         self._free = list(self.uids)
         self._cond = threading.Condition()
@@ -225,6 +229,7 @@ class UidSlots:
 
 
 UIDS = UidSlots()
+SESSION_UIDS = UidSlots(region=1)
 
 
 def as_root() -> bool:

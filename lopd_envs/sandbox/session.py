@@ -44,7 +44,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping
 
-from lopd_envs.sandbox.base import (UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, as_user,
+from lopd_envs.sandbox.base import (SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, as_user,
                                     scrubbed_env, workdir)
 
 HEADER = struct.Struct(">I")
@@ -170,7 +170,7 @@ class SandboxSession:
         self._closed = False
         self._workdir = workdir(program, files or {})
         wd = self._workdir.__enter__()
-        self._uid = UIDS.acquire() if as_root() else None
+        self._uid = SESSION_UIDS.acquire() if as_root() else None
         try:
             argv, env, cwd = _launch(sandbox, wd, self.limits, self._uid)
             argv, ids = as_user(argv, self._uid)
@@ -288,7 +288,7 @@ class SandboxSession:
 
     def _release(self) -> None:
         if self._uid is not None:
-            UIDS.release(self._uid)
+            SESSION_UIDS.release(self._uid)
             self._uid = None
         self._workdir.__exit__(None, None, None)
 

@@ -35,6 +35,12 @@ while True:
         continue
     if op == "die":
         os._exit(7)
+    if op == "memfd":
+        try:
+            os.memfd_create("x")
+            req["x"] = "created"
+        except OSError as exc:
+            req["x"] = f"refused: {exc.errno}"
     if op == "print":
         print("noise on stdout")
     write_frame(json.dumps({"echo": req.get("x"), "_id": req["_id"]}).encode())
@@ -52,6 +58,16 @@ def test_requests_and_replies_round_trip(session):
     assert session.request({"x": [1, "two"]}, 5) == {"echo": [1, "two"]}
     assert session.request({"op": "print", "x": 3}, 5) == {"echo": 3}  # a stray print cannot corrupt the channel
     assert session.alive and session.isolating and session.backend == "bubblewrap"
+
+
+def test_sessions_run_under_the_seccomp_filter(session):
+    """A session worker gets the one-shot runs' seccomp filter: memory outside the memory limit (memfd) is
+    refused, so an environment's method cannot hold host memory past its cgroup/rlimit."""
+    from lopd_envs.sandbox import seccomp
+
+    if seccomp.program() is None:
+        pytest.skip("no seccomp table for this architecture")
+    assert session.request({"op": "memfd"}, 5)["echo"].startswith("refused")
 
 
 @pytest.mark.parametrize("op, error, text", [

@@ -44,6 +44,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping
 
+from lopd_envs.sandbox import seccomp
 from lopd_envs.sandbox.base import (SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, as_user,
                                     scrubbed_env, workdir)
 
@@ -132,12 +133,16 @@ def nesting_depth(body: bytes) -> int:
     return deepest
 
 
-def _launch(sandbox: Sandbox, wd: Path, limits: Limits, uid: int | None) -> tuple[list[str], dict, str | None]:
-    """``(argv, env, cwd)`` for running ``wd/main.py`` under ``sandbox``, from the backend's own argv."""
+def _launch(sandbox: Sandbox, wd: Path, limits: Limits,
+            uid: int | None) -> tuple[list[str], dict, str | None, tuple[int, ...]]:
+    """``(argv, env, cwd, pass_fds)`` for running ``wd/main.py`` under ``sandbox``, from the backend's own
+    argv. Bubblewrap sessions get the same seccomp filter as one-shot runs (memfd, SysV IPC, sockets ...);
+    the caller closes ``pass_fds`` once the program has started."""
     if sandbox.name == "bubblewrap":
-        return sandbox.argv(wd, limits), {}, None  # type: ignore[attr-defined]
+        fd = seccomp.filter_fd()
+        return sandbox.argv(wd, limits, fd), {}, None, () if fd is None else (fd,)  # type: ignore[attr-defined]
     if sandbox.name == "process":
-        return sandbox.argv(wd, limits, uid), scrubbed_env(str(wd)), str(wd)  # type: ignore[attr-defined]
+        return sandbox.argv(wd, limits, uid), scrubbed_env(str(wd)), str(wd), ()  # type: ignore[attr-defined]
     raise SandboxUnavailable(f"the {sandbox.name} backend cannot host a persistent session "
                              "(use bubblewrap, or the process backend with allow_unisolated=True)")
 
@@ -172,11 +177,15 @@ class SandboxSession:
         wd = self._workdir.__enter__()
         self._uid = SESSION_UIDS.acquire() if as_root() else None
         try:
-            argv, env, cwd = _launch(sandbox, wd, self.limits, self._uid)
+            argv, env, cwd, fds = _launch(sandbox, wd, self.limits, self._uid)
             argv, ids = as_user(argv, self._uid)
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
-                                         close_fds=True, bufsize=0, **ids)
+            try:
+                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+                                             close_fds=True, pass_fds=fds, bufsize=0, **ids)
+            finally:
+                for fd in fds:
+                    os.close(fd)
         except BaseException:
             self._release()
             raise

@@ -8,9 +8,11 @@ it; ``LOPD_REQUIRE_DOCKER=1`` (set by ``.ci/run``'s Docker pass) turns those ski
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 
 import pytest
@@ -185,9 +187,22 @@ def test_any_named_image_and_the_probe_hint(monkeypatch):
 
 # ------------------------------------------------------------------------------------- the image builder
 
-def test_image_tarball_holds_the_interpreter_and_only_what_it_links(tmp_path):
+@pytest.fixture()
+def extra_folder():
+    """A folder standing for a site-packages folder, outside /tmp (which the container covers): the checkout
+    itself may live under /tmp, so the package's own folder cannot serve."""
+    root = tempfile.mkdtemp(prefix="lopd-extra-", dir="/var/tmp")
+    folder = os.path.join(root, "sandbox")
+    os.makedirs(folder)
+    with open(os.path.join(folder, "docker_image.py"), "w") as f:
+        f.write("# stand-in module\n")
+    yield folder
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_image_tarball_holds_the_interpreter_and_only_what_it_links(tmp_path, extra_folder):
     python = interpreter.resolve(True)
-    extra = os.path.dirname(os.path.abspath(docker_image.__file__))  # stands for a site-packages folder
+    extra = extra_folder
     out = tmp_path / "rootfs.tar"
     n = docker_image.write_tarball(out, python, [extra, f"{extra}:/opt/lopd-test/sandbox"])
     with tarfile.open(out) as tar:

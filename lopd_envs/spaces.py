@@ -36,7 +36,8 @@ def _sample_text(rng: np.random.Generator, max_length: int) -> str:
 
 
 def is_message(x: Any) -> bool:
-    return (isinstance(x, dict) and x.get("role") in ROLES and isinstance(x.get("content"), str)
+    role = x.get("role") if isinstance(x, dict) else None
+    return (isinstance(role, str) and role in ROLES and isinstance(x.get("content"), str)
             and all(isinstance(k, str) for k in x))
 
 
@@ -85,7 +86,8 @@ class AgentAction(Space[Any]):
     def contains(self, x: Any) -> bool:
         if isinstance(x, str):
             return True
-        return (isinstance(x, dict) and x.get("role", "assistant") == "assistant"
+        role = x.get("role", "assistant") if isinstance(x, dict) else None
+        return (isinstance(role, str) and role == "assistant"
                 and isinstance(x.get("content", ""), (str, type(None)))
                 and isinstance(x.get("tool_calls", []), (list, type(None))))
 

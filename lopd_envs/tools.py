@@ -299,17 +299,26 @@ def _preview(value: Any, limit: int = 1000) -> str:
 
 
 def _parse_message(action: dict[Any, Any]) -> AssistantTurn:
-    if action.get("role", "assistant") != "assistant" or ("content" not in action and "tool_calls" not in action):
+    """A structured assistant message. Its fields are untrusted objects: they are type-checked before
+    any comparison or truth test, since ``==``/``bool`` on a foreign object (a NumPy array, a proxy)
+    may raise or answer with an array."""
+    role = action.get("role", "assistant")
+    if (not isinstance(role, str) or role != "assistant"
+            or ("content" not in action and "tool_calls" not in action)):
         return AssistantTurn(_preview(action), parse_error="a message action must be an assistant message with "
                                                            "'content' and/or 'tool_calls'")
-    content = action.get("content") or ""
+    content = action.get("content")
+    if content is None:
+        content = ""
     if not isinstance(content, str):
         return AssistantTurn(_preview(content), parse_error="message 'content' must be a string")
     content = str.__str__(content)
     if len(content) > MAX_ACTION_CHARS:
         return AssistantTurn(content[:MAX_ACTION_CHARS], parse_error=f"content longer than {MAX_ACTION_CHARS} characters",
                              syntax="structured")
-    raw_calls = action.get("tool_calls") or []
+    raw_calls = action.get("tool_calls")
+    if raw_calls is None:
+        raw_calls = []
     if not isinstance(raw_calls, list):
         return AssistantTurn(content, parse_error="'tool_calls' must be a list", syntax="structured")
     try:

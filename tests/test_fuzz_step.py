@@ -122,6 +122,29 @@ def _structured(name: str, arguments: Any, content: Any = "") -> dict[str, Any]:
     return {"role": "assistant", "content": content, "tool_calls": [{"name": name, "arguments": arguments}]}
 
 
+HOSTILE_FIELDS = ["value", "arguments", "name", "call", "tool_calls", "content", "role", "action"]
+
+
+def _hostile_in(where: str, name: str, value: Any) -> Any:
+    """A structured action with ``value`` in one field (or as the whole action). Every field of a message
+    is a place a caller can put a foreign object; each must be type-checked before it is compared."""
+    if where == "value":
+        return _structured(name, {"a": value})
+    if where == "arguments":
+        return _structured(name, value)
+    if where == "name":
+        return _structured(value, {})
+    if where == "call":
+        return {"role": "assistant", "content": "", "tool_calls": [value]}
+    if where == "tool_calls":
+        return {"role": "assistant", "content": "", "tool_calls": value}
+    if where == "content":
+        return {"role": "assistant", "content": value}
+    if where == "role":
+        return {"role": value, "content": "hi"}
+    return value  # the whole action
+
+
 def build(recipe: tuple[Any, ...]) -> Any:
     """The action a recipe describes (see the module docstring for the classes)."""
     kind, name, *rest = recipe
@@ -156,13 +179,7 @@ def build(recipe: tuple[Any, ...]) -> Any:
     if kind == "non_json_arguments":
         value_kind, where = rest
         value = _non_json(value_kind)
-        if where == "value":
-            return _structured(name, {"a": value})
-        if where == "arguments":
-            return _structured(name, value)
-        if where == "content":
-            return {"role": "assistant", "content": value}
-        return value  # the whole action
+        return _hostile_in(where, name, value)
     if kind == "non_finite_text":
         token, wrap = rest
         return wrap.format(json.dumps({"name": name, "arguments": {"a": "__X__"}}).replace('"__X__"', token))
@@ -186,7 +203,7 @@ def recipes(draw: Any, names: list[str]) -> tuple[Any, ...]:
         "big_hex_python": (draw(st.sampled_from([1023, 1024, 1025, 1100, 1101, 20_001, 60_000])),),
         "odd_literal": (draw(st.sampled_from(ODD_LITERALS)),),
         "non_json_arguments": (draw(st.sampled_from(NON_JSON_KINDS)),
-                               draw(st.sampled_from(["value", "arguments", "content", "action"]))),
+                               draw(st.sampled_from(HOSTILE_FIELDS))),
         "non_finite_text": (draw(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e400"])), wrap),
     }[kind]
     return (kind, name, *extra)
@@ -374,3 +391,19 @@ def test_a_huge_hex_literal_in_a_multi_turn_call_is_a_decode_error():
     env.reset(seed=0)
     for action in ["[cd(folder=0x" + "f" * 20_001 + ")]", "[cd(folder=[-0x" + "f" * 2_001 + "] * 2)]"]:
         assert not check_step(env, action)
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS), indirect=True)
+def test_every_foreign_object_in_every_message_field_is_an_error_observation(env_id: str):
+    """Not left to the draw: each non-JSON kind in each field once (CI once drew a NumPy array as
+    ``content``, whose truth value raises, after many green runs)."""
+    spec = ENV_OPTIONS[env_id]
+    env = gym.make(env_id, **spec["kwargs"], **({"sandbox": ReplaySandbox()} if spec.get("code") else {}))
+    try:
+        env.reset(seed=0)
+        for kind in NON_JSON_KINDS:
+            for where in HOSTILE_FIELDS:
+                if check_step(env, _hostile_in(where, "f", _non_json(kind))):
+                    env.reset(seed=0)
+    finally:
+        env.close()

@@ -30,9 +30,10 @@ GiB = 1 << 30
 #: Run inside the sandboxed interpreter via ``python -I -S -c BOOTSTRAP <limits...> <program>``.
 #: argv: address space, CPU seconds, file size, processes, stack (-1 = leave), open files, then the program
 #: path. The program runs as ``__main__`` in a fresh namespace; the bootstrap's own names are deleted first.
-#: As the init of a PID namespace it forks first: the init only reaps and exits with the program's status
-#: (128 + signal when killed), so the program is an ordinary process (an init ignores signals it has no
-#: handler for, even SIGKILL from inside) and the outer bwrap waits for a real exit (see bubblewrap.py).
+#: Found to be the init of a PID namespace (bubblewrap without dash, see ``bubblewrap.INIT``) it forks first:
+#: the init only reaps and exits with the program's status (128 + signal when killed), so the program is an
+#: ordinary process (an init ignores signals it has no handler for, even SIGKILL from inside) and the outer
+#: bwrap waits for a real exit (see bubblewrap.py).
 BOOTSTRAP = r"""
 import resource as _r, sys as _s
 for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC, _r.RLIMIT_STACK, _r.RLIMIT_NOFILE,
@@ -42,7 +43,7 @@ for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC
             _r.setrlimit(_k, (_v, _v))
         except (ValueError, OSError):
             _r.setrlimit(_k, (min(_v, _r.getrlimit(_k)[1]), _r.getrlimit(_k)[1]))
-import os as _o
+import posix as _o  # not os: already loaded, where importing os costs ~5 ms of a run that may not need it
 if _o.getpid() == 1:  # init of a PID namespace (bwrap --as-pid-1): reap, and run the program as a child
     _c = _o.fork()
     if _c:

@@ -14,8 +14,18 @@ and ``pids`` hierarchies (``memory.limit_in_bytes``, ``memory.memsw.limit_in_byt
 runs fall back to rlimits alone, which leave the shared-memory classes above bounded only by the tmpfs
 size caps, the seccomp filter and the time limit (see :mod:`lopd_envs.sandbox.seccomp`).
 
-A process enters its cgroup *before* it runs anything: :meth:`Cgroup.wrap` prefixes the command line with
-``sh -c 'echo $$ > cgroup.procs; exec ...'``, so there is no window in which a fork escapes the cap.
+A process enters its cgroup *before* it runs anything, so there is no window in which a fork escapes the
+cap. Two ways, the cheap one where the host allows it:
+
+* v1: :meth:`Cgroup.start_inside`. The thread that starts the run moves *itself* into the run's cgroups
+  (``0`` written to each ``tasks`` file), starts the child (which is born inside: a new task inherits its
+  creating thread's cgroups), and moves back. Moving the calling thread is the one cgroup migration the
+  kernel does without its global ``cgroup_threadgroup_rwsem``; any other write to ``cgroup.procs`` waits
+  for an RCU grace period, which cost 10-25 ms a run here (two hierarchies). The main thread hands the
+  start to a helper thread instead: v1 charges a process's memory to the cgroup of its leader thread, so
+  the host's own allocations would count against the run while it sat there.
+* v2 (threads of one process cannot sit in different domain cgroups): :meth:`Cgroup.wrap` prefixes the
+  command line with ``sh -c 'echo $$ > cgroup.procs; exec ...'`` (an extra exec and the RCU wait).
 """
 
 from __future__ import annotations
@@ -27,9 +37,12 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
 
 ENV_CGROUP = "LOPD_SANDBOX_CGROUP"
 #: Headroom above the program's memory limit for bubblewrap, the bootstrap and the interpreter itself.
@@ -162,6 +175,28 @@ class Cgroup:
             self.remove()
             raise
 
+    @property
+    def enterable(self) -> bool:
+        """Whether :meth:`start_inside` works here (cgroup v1: a single thread may change cgroups)."""
+        return self.version == 1
+
+    def start_inside(self, start: Callable[[], T]) -> T:
+        """``start()`` called from a thread that sits in this run's cgroups for the duration of the call, so
+        the child it starts is born inside them (v1 only, see :attr:`enterable`)."""
+        if threading.get_native_id() == os.getpid():  # the leader thread: its cgroup is charged for memory
+            return _on_helper_thread(lambda: self._start_inside(start))
+        return self._start_inside(start)
+
+    def _start_inside(self, start: Callable[[], T]) -> T:
+        homes = [folder.parent.parent for folder in self.folders]  # the process's own cgroups (see layout)
+        for folder in self.folders:
+            _join(folder)
+        try:
+            return start()
+        finally:
+            for home in homes:  # the thread never stays: kill() would otherwise see the host as the run's
+                _join(home)
+
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` started from inside the cgroup(s): the shell joins them, then ``exec``s (same pid)."""
         joins = " && ".join(f'echo $$ > "${k + 1}"' for k in range(len(self.folders)))
@@ -209,12 +244,41 @@ class Cgroup:
                     time.sleep(0.001)
 
 
+def _join(folder: Path) -> None:
+    """Move the calling thread (``0``: the writer itself) into ``folder``'s cgroup."""
+    fd = os.open(folder / "tasks", os.O_WRONLY)
+    try:
+        os.write(fd, b"0")
+    finally:
+        os.close(fd)
+
+
+_helper: ThreadPoolExecutor | None = None
+
+
+def _on_helper_thread(call: Callable[[], T]) -> T:
+    """``call()`` run on a helper thread (created once), its result or exception passed back. An interrupt
+    while waiting still waits for the call: the child it starts must not be lost (the caller cleans up)."""
+    global _helper
+    with _lock:
+        if _helper is None:
+            _helper = ThreadPoolExecutor(1, thread_name_prefix="lopd-cgroup-start")
+    future = _helper.submit(call)
+    try:
+        return future.result()
+    except BaseException:
+        if not future.done():
+            future.exception()  # wait; the caller's cleanup (kill the cgroup) must come after the start
+        raise
+
+
 def kill_until_gone(pids: Callable[[], list[int]], spare: int | None = None, patience: float = 2.0) -> bool:
-    """SIGKILL what ``pids()`` lists (but ``spare``) until it lists nothing else; False after ``patience``
-    seconds (a fork racing the kill is caught by the next pass)."""
+    """SIGKILL what ``pids()`` lists (but ``spare``, and never this process) until it lists nothing else;
+    False after ``patience`` seconds (a fork racing the kill is caught by the next pass)."""
     stop = time.monotonic() + patience
+    own = os.getpid()
     while True:
-        left = [p for p in pids() if p != spare]
+        left = [p for p in pids() if p != spare and p != own]
         if not left:
             return True
         if time.monotonic() > stop:

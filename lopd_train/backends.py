@@ -237,14 +237,23 @@ class OpenAIBackend:
 
     name = "openai"
     RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+    #: Fields every request sets from the run's settings; ``extra_body`` may not replace them, or the
+    #: sampling recorded in results.json would no longer be the one the server used.
+    OWN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "seed", "tools"})
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8,
                  timeout: float = 120.0, max_retries: int = 5, backoff: float = 0.5, tool_mode: str = "auto",
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep, extra_body: dict[str, Any] | None = None):
         import requests
 
         if tool_mode not in ("auto", "native", "text"):
             raise BackendError(f"tool_mode must be auto, native or text, not {tool_mode!r}")
+        clash = sorted(self.OWN_FIELDS & set(extra_body or {}))
+        if clash:
+            raise BackendError(f"request_extra may not set {clash}: those come from the run's own settings")
+        # server-specific sampling fields (llama.cpp's repeat_penalty defaults to 1.1, so greedy there is not
+        # plain greedy unless the request says repeat_penalty=1.0)
+        self.extra_body = dict(extra_body or {})
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key = model, api_key
         self.timeout, self.max_retries, self.backoff, self.sleep = timeout, max_retries, backoff, sleep
@@ -290,6 +299,7 @@ class OpenAIBackend:
                 "temperature": sampling.temperature, "top_p": 1.0, "seed": conv.seed}
         if native and conv.tools:
             body["tools"] = openai_tools(conv.tools)
+        body.update(self.extra_body)
         return body
 
     def _one(self, conv: Conversation, sampling: Sampling) -> Reply:
@@ -313,7 +323,7 @@ class OpenAIBackend:
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "url": self.url, "served_model": self.model, "tool_mode": self.tool_mode,
-                "native_tools": self.native, "retries": self.retries}
+                "native_tools": self.native, "retries": self.retries, "request_extra": self.extra_body}
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)

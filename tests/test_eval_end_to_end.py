@@ -153,30 +153,51 @@ def test_a_run_with_records_needs_resume(bfcl_data, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- kill -9
 
-def test_kill_9_then_resume_equals_an_uninterrupted_run(bfcl_data, tmp_path):
-    args = ["--model", "tiny-random", "--env", "lopd/BFCLv3-v0", "--category", "simple", "--limit", "8",
-            "--batch-size", "2", "--max-new-tokens", "32", "--no-progress"]
+# The child process's writer pauses after each durable write, so the kill lands while the run is surely
+# still going (a tiny model could otherwise finish a short run between two polls); the records, the fsync
+# and the resume are the real code paths.
+_SLOWED_CHILD = ("import sys, time; from lopd_train.evaluation import records as R; from lopd_train.cli import eval_main; "
+                 "w = R.RecordWriter.write; R.RecordWriter.write = lambda self, rec: (w(self, rec), time.sleep({pause}))[0]; "
+                 "sys.exit(eval_main(sys.argv[1:]))")
+
+
+def _kill_9_then_resume(tmp_path: Path, limit: int, batch: int, tokens: int, kill_after: int, pause: float) -> None:
+    """Run ``limit`` BFCL tasks whole; run them again in a child, kill -9 it once ``kill_after`` records are
+    on disk, tear its last line, ``--resume``: the records and the leaderboard must equal the whole run's."""
+    args = ["--model", "tiny-random", "--env", "lopd/BFCLv3-v0", "--category", "simple", "--limit", str(limit),
+            "--batch-size", str(batch), "--max-new-tokens", str(tokens), "--no-progress"]
     whole = tmp_path / "whole"
     assert cli.eval_main([*args, "--output", str(whole)]) == 0
     cut = tmp_path / "cut"
-    code = "import sys; from lopd_train.cli import eval_main; sys.exit(eval_main(sys.argv[1:]))"
-    proc = subprocess.Popen([sys.executable, "-c", code, *args, "--output", str(cut)], env=os.environ.copy(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", _SLOWED_CHILD.format(pause=pause), *args, "--output", str(cut)],
+                            env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     records = cut / "records.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
-        if records.exists() and records.read_bytes().count(b"\n") >= 2:
+        if records.exists() and records.read_bytes().count(b"\n") >= kill_after:
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     written = len(read_records(records))
-    assert 2 <= written < 8
+    assert kill_after <= written < limit
     with open(records, "ab") as fh:  # as if the kill had landed in the middle of a write
         fh.write(b'{"env": "lopd/BFCLv3-v0", "task_id": "simple_')
     assert cli.eval_main([*args, "--output", str(cut), "--resume"]) == 0
+    assert len(read_records(records)) == limit
     assert _strip(read_records(records)) == _strip(read_records(whole / "records.jsonl"))
     a = json.loads((cut / "results.json").read_text())["envs"]
     b = json.loads((whole / "results.json").read_text())["envs"]
     assert a["lopd/BFCLv3-v0"]["leaderboard"] == b["lopd/BFCLv3-v0"]["leaderboard"]
+
+
+def test_kill_9_then_resume_equals_an_uninterrupted_run(bfcl_data, tmp_path):
+    """Fast: 3 one-at-a-time tasks of 8 tokens, killed after the first record."""
+    _kill_9_then_resume(tmp_path, limit=3, batch=1, tokens=8, kill_after=1, pause=2.0)
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_equals_an_uninterrupted_run_batched(bfcl_data, tmp_path):
+    """Slow: 8 tasks in batches of 2 with 32 tokens, killed mid-run (resume must redo whole batches)."""
+    _kill_9_then_resume(tmp_path, limit=8, batch=2, tokens=32, kill_after=2, pause=0.5)

@@ -103,6 +103,19 @@ def test_openai_gives_up_with_an_error_reply_not_a_score():
     b.close()
 
 
+def test_openai_request_extra_reaches_the_body_but_cannot_replace_the_runs_own_fields():
+    sent = []
+    b = backends.OpenAIBackend("http://x/v1", "m", extra_body={"repeat_penalty": 1.0, "top_k": 1})
+    b.session.post = lambda url, json, **k: (sent.append(json), FakeResponse(
+        200, {"choices": [{"message": {"content": "hi"}}]}))[1]
+    b.chat([backends.Conversation([{"role": "user", "content": "q"}], seed=7)], backends.Sampling())
+    assert sent[0]["repeat_penalty"] == 1.0 and sent[0]["top_k"] == 1 and sent[0]["temperature"] == 0.0
+    assert sent[0]["seed"] == 7 and b.describe()["request_extra"] == {"repeat_penalty": 1.0, "top_k": 1}
+    b.close()
+    with pytest.raises(backends.BackendError, match=r"\['seed', 'temperature'\]"):
+        backends.OpenAIBackend("http://x/v1", "m", extra_body={"temperature": 1.0, "seed": 3, "x": 1})
+
+
 def test_openai_messages_pair_tool_results_with_call_ids():
     wire = backends.openai_messages([
         {"role": "user", "content": "q"},

@@ -57,6 +57,7 @@ class EvalConfig:
     concurrency: int = 8
     request_timeout: float = 120.0
     max_retries: int = 5
+    request_extra: dict[str, Any] = field(default_factory=dict)  # extra JSON fields of every openai request
     tool_mode: str = "auto"
     tool_syntax: str = "hermes"
     tool_prompt: str = "auto"
@@ -94,7 +95,8 @@ def make_backend(cfg: EvalConfig, spec: ModelSpec) -> Backend:
         if cfg.api_key_env and not key:
             raise BackendError(f"--api-key-env {cfg.api_key_env}: that environment variable is not set")
         return OpenAIBackend(cfg.base_url or "", cfg.served_model or cfg.model, key, cfg.concurrency,
-                             cfg.request_timeout, cfg.max_retries, tool_mode=cfg.tool_mode)
+                             cfg.request_timeout, cfg.max_retries, tool_mode=cfg.tool_mode,
+                             extra_body=cfg.request_extra)
     from lopd_train import models
 
     if cfg.backend == "vllm":

@@ -117,6 +117,16 @@ class TrainConfig:
     clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
     clip_high: float = knob(0.2, "GRPO: upper clip of the ratio (1 + eps_high)")
     grpo_scale_rewards: bool = knob(True, "GRPO: divide group-centred rewards by the group std")
+    # -- held-out evaluation (lopd_train/heldout.py): greedy, on tasks never trained on, at fixed rollout counts
+    eval_every_rollouts: int = knob(0, "evaluate the student on the held-out tasks at rollouts 0, N, 2N, ... "
+                                       "(heldout.jsonl); 0: never")
+    eval_tasks: str | None = knob(None, "comma-separated held-out task ids (default: every task of the eval env); "
+                                        "removed from the default training pool, an error in an explicit --tasks")
+    eval_env_kwargs: str = knob("{}", "gym.make keyword arguments of the held-out env over the training env's, as a "
+                                      "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
+    eval_batch_size: int = knob(8, "held-out episodes generated together")
+    rollout_budget: int = knob(0, "stop once this many rollouts are spent (cold start included), even before "
+                                  "--steps; 0: no limit")
     # -- bookkeeping
     output_dir: str = knob("runs/lopd", "run folder (logs, checkpoints, bank, curve, exported student)")
     seed: int = knob(0, "seed of task sampling, generation and initialisation")
@@ -282,6 +292,7 @@ class Trainer:
         self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
         self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
+        self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
         self.writer = None
         if cfg.tensorboard:
@@ -290,6 +301,48 @@ class Trainer:
             self.writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step + 1 if self.step else None)
         if rng is not None:  # last, so that nothing built above draws from the restored generators
             set_rng_state(rng, self.np_rng)
+
+    def make_heldout(self, env_kwargs: dict[str, Any], resumed: bool):
+        """The held-out evaluator (None when off); takes the held-out tasks out of the training pool."""
+        if self.cfg.eval_every_rollouts <= 0:
+            return None
+        from lopd_train.backends import Sampling
+        from lopd_train.heldout import HeldoutEval, disjoint_task_pools
+
+        cfg = self.cfg
+        kwargs = {**env_kwargs, **json.loads(cfg.eval_env_kwargs)}
+        held = cfg.eval_tasks.split(",") if cfg.eval_tasks else HeldoutEval.all_tasks(cfg.env, kwargs)
+        self.task_pool = disjoint_task_pools(self.task_pool, held, explicit_train=bool(cfg.tasks))
+        sampling = Sampling(temperature=0.0, max_new_tokens=cfg.max_new_tokens,
+                            max_sequence_tokens=cfg.max_sequence_tokens, tool_syntax=cfg.tool_syntax,
+                            tool_prompt=cfg.tool_prompt, seed=cfg.seed)
+        heldout = HeldoutEval(self.out, cfg.env, kwargs, held, cfg.eval_every_rollouts, sampling,
+                              batch_size=cfg.eval_batch_size, seed=cfg.seed)
+        if resumed:
+            heldout.truncate_after(self.rollouts)
+        else:
+            heldout.path.unlink(missing_ok=True)
+        return heldout
+
+    def heldout_point(self) -> None:
+        """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it)."""
+        if self.heldout is None:
+            return
+        self.policy.eval()
+        with torch.no_grad(), models.adapter(self.policy, "student"):
+            point = self.heldout.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step)
+        self.policy.train()
+        if point is not None:  # printed (stderr), so the main job shows the student before and after
+            import sys
+
+            from tqdm.auto import tqdm
+
+            tqdm.write(f"held-out after {point['rollouts']} rollouts (step {point['step']}): mean reward "
+                       f"{point['mean_reward']:.3f}, success {point['success_rate']:.1%} of {point['n']} tasks",
+                       file=sys.stderr)
+            if self.writer is not None:
+                self.writer.add_scalar("heldout/mean_reward", point["mean_reward"], point["rollouts"])
+                self.writer.flush()
 
     # ------------------------------------------------------------------ rollouts
     def sample_tasks(self) -> list[str | None]:
@@ -350,12 +403,14 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.cfg
+        self.heldout_point()  # rollouts 0: the untrained student, before any cold start
         if not self.cold_start_done:
             self.cold_start()
+            self.heldout_point()
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress,
                    unit="step")
         last: dict[str, Any] = {}
-        while self.step < cfg.steps:
+        while self.step < cfg.steps and not (cfg.rollout_budget and self.rollouts >= cfg.rollout_budget):
             t0 = time.time()
             trajs, added = self.rollout_batch()
             t_roll = time.time() - t0
@@ -370,9 +425,11 @@ class Trainer:
             bar.set_postfix(reward=f"{last['reward_mean']:.2f}", bank=last["bank_size"])
             if self.step % cfg.save_every == 0 or self.step == cfg.steps:
                 self.save_checkpoint()
+                self.heldout_point()
         bar.close()
         if self.latest_checkpoint() is None or self.latest_checkpoint().name != f"step-{self.step:06d}":
             self.save_checkpoint()
+        self.heldout_point()
         plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
         exported = None
         if cfg.export:
@@ -423,6 +480,8 @@ class Trainer:
         self.pool.shutdown(wait=True)
         for env in self.envs:
             env.close()
+        if getattr(self, "heldout", None) is not None:
+            self.heldout.close()
 
     # ------------------------------------------------------------------ checkpoints
     def latest_checkpoint(self) -> Path | None:

@@ -1,0 +1,154 @@
+"""Held-out evaluation during training, at fixed rollout counts.
+
+A sample-efficiency curve compares algorithms by *rollouts spent*, so the trainer evaluates the student at
+rollouts 0, E, 2E, ... (``eval_every_rollouts``) on tasks it never trains on. The evaluation is the one
+``lopd-eval`` runs (:func:`lopd_train.evaluation.loop.run_chat_episodes` through the hf backend, greedy), on
+the trainer's own in-memory policy with the student adapter active: no export, no reload, so what is
+measured is exactly the weights the next step continues from.
+
+Each evaluation point is one line of ``heldout.jsonl`` in the run folder::
+
+    {"milestone": 96, "rollouts": 96, "step": 12, "mean_reward": 0.41, "success_rate": 0.41, "n": 32,
+     "rewards": {"simple_3": 1.0, ...}, "seconds": 51.2}
+
+The file is append-only and fsynced; a resumed run reads it and never redoes a milestone already written
+(lines past the checkpoint it resumes from are dropped first, since those steps are run again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+HELDOUT_FILE = "heldout.jsonl"
+
+
+def disjoint_task_pools(train: Sequence[str], heldout: Sequence[str], explicit_train: bool) -> list[str]:
+    """The training pool with no held-out task in it.
+
+    An explicit training list (``--tasks``) that names a held-out task is a configuration error: the curve
+    would measure memorisation. A default pool (every task of the categories) simply loses the held-out ones.
+    """
+    held = set(heldout)
+    if not held:
+        raise ValueError("held-out evaluation needs at least one task (eval_tasks, or an eval env with tasks)")
+    overlap = sorted(held.intersection(train))
+    if overlap and explicit_train:
+        raise ValueError(f"train and held-out tasks must be disjoint; both name {overlap[:5]}"
+                         f"{' ...' if len(overlap) > 5 else ''} ({len(overlap)} tasks)")
+    pool = [t for t in train if t not in held]
+    if not pool:
+        raise ValueError("no training task is left once the held-out tasks are removed")
+    assert held.isdisjoint(pool)
+    return pool
+
+
+def milestones_due(rollouts: int, every: int, done: set[int]) -> list[int]:
+    """Milestones (multiples of ``every``, 0 included) reached by ``rollouts`` and not yet evaluated.
+
+    Several can be due at once (a cold start that spends more than ``every`` rollouts); the policy is the same
+    for all of them, so only the latest is evaluated and the earlier ones are reported as skipped."""
+    if every <= 0:
+        return []
+    return [m for m in range(0, rollouts + 1, every) if m not in done]
+
+
+def read_points(path: Path) -> list[dict[str, Any]]:
+    """The evaluation points already written (a torn last line, from a kill, is ignored)."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """mean reward, success rate and per-task rewards of one evaluation's records."""
+    n = len(records)
+    return {"mean_reward": sum(r["reward"] for r in records) / n if n else 0.0,
+            "success_rate": sum(bool(r["success"]) for r in records) / n if n else 0.0, "n": n,
+            "rewards": {r["task_id"]: r["reward"] for r in records}}
+
+
+class HeldoutEval:
+    """Evaluates a policy on fixed held-out tasks and appends the points to ``heldout.jsonl``."""
+
+    def __init__(self, out: Path, env_id: str, env_kwargs: dict[str, Any], task_ids: Sequence[str], every: int,
+                 sampling, batch_size: int = 8, seed: int = 0):
+        from lopd_train.rollout import make_envs
+
+        self.path = Path(out) / HELDOUT_FILE
+        self.env_id, self.every, self.sampling, self.seed = env_id, every, sampling, seed
+        self.envs = make_envs(env_id, max(1, min(batch_size, len(task_ids))), **env_kwargs)
+        known = {t.task_id for t in getattr(self.envs[0].unwrapped, "tasks", None) or []}
+        missing = [t for t in task_ids if t not in known]
+        if missing:
+            self.close()
+            raise ValueError(f"held-out tasks not in {env_id} {env_kwargs}: {missing[:5]}")
+        self.task_ids = list(task_ids)
+        self.pool = ThreadPoolExecutor(max_workers=max(2, len(self.envs)))
+
+    @classmethod
+    def all_tasks(cls, env_id: str, env_kwargs: dict[str, Any]) -> list[str]:
+        from lopd_train.rollout import make_envs, task_ids
+
+        env = make_envs(env_id, 1, **env_kwargs)[0]
+        try:
+            return task_ids(env)
+        finally:
+            env.close()
+
+    def truncate_after(self, rollouts: int) -> None:
+        """Drop points past ``rollouts`` (a resumed run's checkpoint): their steps are run again."""
+        rows = read_points(self.path)
+        keep = [r for r in rows if r["rollouts"] <= rollouts]
+        if len(keep) != len(rows) or (self.path.exists() and not self.path.read_text().endswith("\n")):
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+            os.replace(tmp, self.path)
+
+    def done(self) -> set[int]:
+        """Milestones covered: each point's own, and those it stood in for (``skipped_milestones``)."""
+        return {int(m) for r in read_points(self.path) for m in [r["milestone"], *r.get("skipped_milestones", [])]}
+
+    def evaluate(self, policy, tokenizer) -> list[dict[str, Any]]:
+        """Greedy episodes of every held-out task under ``policy`` as it is (the caller activates the student)."""
+        from lopd_train.backends import HFBackend
+        from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
+
+        backend = HFBackend(policy, tokenizer)
+        items = [WorkItem(t, 0, self.seed, order) for order, t in enumerate(self.task_ids)]
+        records = []
+        for i in range(0, len(items), len(self.envs)):
+            records += run_chat_episodes(backend, self.envs, items[i:i + len(self.envs)], self.sampling, self.pool)
+        return records
+
+    def maybe_evaluate(self, policy, tokenizer, rollouts: int, step: int) -> dict[str, Any] | None:
+        """Evaluate if a milestone is due; append and return its point (None when nothing was due)."""
+        due = milestones_due(rollouts, self.every, self.done())
+        if not due:
+            return None
+        t0 = time.time()
+        point = {"milestone": due[-1], "rollouts": rollouts, "step": step,
+                 **summarise(self.evaluate(policy, tokenizer)), "seconds": round(time.time() - t0, 2)}
+        if len(due) > 1:
+            point["skipped_milestones"] = due[:-1]
+        with open(self.path, "a") as f:
+            f.write(json.dumps(point) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        return point
+
+    def close(self) -> None:
+        if getattr(self, "pool", None) is not None:
+            self.pool.shutdown(wait=True)
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,110 @@
+"""Held-out evaluation inside the trainer: fixed rollout milestones, disjoint task pools, exact resume, and
+no effect on training itself (the evaluation draws nothing from the trainer's random generators)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_train.heldout import disjoint_task_pools, milestones_due, read_points, summarise
+from lopd_train.trainer import TrainConfig, Trainer, train
+
+HELD = "heads_3,tails_3"
+
+
+def cfg(out: Path, **kw) -> TrainConfig:
+    base = dict(model="tiny-random", env="lopd-test/Coin-v0", category="all", algo="grpo", steps=3,
+                tasks_per_step=2, group_size=2, max_new_tokens=8, lora_r=4, lora_alpha=8, lr=1e-3, progress=False,
+                export=False, tensorboard=False, output_dir=str(out), eval_every_rollouts=4, eval_tasks=HELD)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def points(out: Path) -> list[dict]:
+    return read_points(out / "heldout.jsonl")
+
+
+def metrics(out: Path) -> list[dict]:
+    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+# ------------------------------------------------------------------------------------------ pure parts
+
+def test_milestones_due_counts_from_zero_and_skips_done():
+    assert milestones_due(0, 96, set()) == [0]
+    assert milestones_due(95, 96, {0}) == []
+    assert milestones_due(200, 96, {0}) == [96, 192]
+    assert milestones_due(200, 0, set()) == []
+
+
+def test_default_pool_loses_the_heldout_tasks():
+    assert disjoint_task_pools(["a", "b", "c"], ["b"], explicit_train=False) == ["a", "c"]
+
+
+def test_explicit_overlap_is_an_error():
+    with pytest.raises(ValueError, match="disjoint"):
+        disjoint_task_pools(["a", "b"], ["b"], explicit_train=True)
+    with pytest.raises(ValueError, match="no training task"):
+        disjoint_task_pools(["b"], ["b"], explicit_train=False)
+
+
+def test_summarise():
+    recs = [{"task_id": "x", "reward": 1.0, "success": True}, {"task_id": "y", "reward": 0.5, "success": False}]
+    assert summarise(recs) == {"mean_reward": 0.75, "success_rate": 0.5, "n": 2, "rewards": {"x": 1.0, "y": 0.5}}
+
+
+# ------------------------------------------------------------------------------------------ in the trainer
+
+def test_trainer_never_samples_a_heldout_task(tmp_path):
+    t = Trainer(cfg(tmp_path / "run"))
+    try:
+        assert sorted(t.task_pool) == ["heads_0", "heads_1", "heads_2", "tails_0", "tails_1", "tails_2"]
+        assert all(x not in HELD.split(",") for _ in range(20) for x in t.sample_tasks())
+    finally:
+        t.close()
+    with pytest.raises(ValueError, match="disjoint"):
+        Trainer(cfg(tmp_path / "bad", tasks="heads_0,heads_3"))
+
+
+def test_points_at_every_milestone_until_the_rollout_budget(tmp_path):
+    out = tmp_path / "run"
+    res = train(cfg(out, steps=10, rollout_budget=8))
+    assert res["rollouts"] == 8 and res["step"] == 2  # the budget, not --steps, ended the run
+    got = points(out)
+    assert [(p["milestone"], p["rollouts"], p["step"]) for p in got] == [(0, 0, 0), (4, 4, 1), (8, 8, 2)]
+    for p in got:
+        assert p["n"] == 2 and sorted(p["rewards"]) == sorted(HELD.split(","))
+        assert p["mean_reward"] == pytest.approx(sum(p["rewards"].values()) / 2)
+
+
+def test_eval_does_not_change_training(tmp_path):
+    """Same seed with and without held-out evaluation: identical training rewards and losses."""
+    train(cfg(tmp_path / "with", steps=2))
+    train(cfg(tmp_path / "without", steps=2, eval_every_rollouts=0,
+              tasks="heads_0,heads_1,heads_2,tails_0,tails_1,tails_2"))
+    keys = ("rollouts", "reward_mean", "loss")
+    a = [{k: r.get(k) for k in keys} for r in metrics(tmp_path / "with")]
+    b = [{k: r.get(k) for k in keys} for r in metrics(tmp_path / "without")]
+    assert len(a) == 2 and a == b
+    assert not (tmp_path / "without" / "heldout.jsonl").exists()
+
+
+def test_resume_keeps_written_points_and_drops_those_past_the_checkpoint(tmp_path):
+    """Points up to the checkpoint are never redone; one written after it (a step that is run again after
+    the resume, or a torn line from a kill) is dropped and evaluated again."""
+    out = tmp_path / "run"
+    train(cfg(out, steps=1))
+    first = (out / "heldout.jsonl").read_text()
+    assert [p["milestone"] for p in points(out)] == [0, 4]
+    with open(out / "heldout.jsonl", "a") as f:
+        f.write(json.dumps({"milestone": 8, "rollouts": 8, "step": 2, "mean_reward": 9.0}) + "\n")
+        f.write('{"torn')
+    train(cfg(out, steps=2), resume=True)
+    text = (out / "heldout.jsonl").read_text()
+    assert text.startswith(first)
+    got = points(out)
+    assert [p["milestone"] for p in got] == [0, 4, 8]
+    assert got[-1]["mean_reward"] != 9.0 and "rewards" in got[-1]

@@ -1,0 +1,84 @@
+"""TRL's GRPOTrainer trains on a lopd env through lopd_train.integrations.trl: whole episodes as sampled
+(the env's answers masked out of the loss), the env's own reward, a few real optimiser steps."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_train import models
+from lopd_train.integrations.trl import LopdRollout, lopd_dataset, lopd_env_reward, lopd_grpo_inputs, task_of
+from lopd_train.rollout import SamplingConfig
+
+COIN = "lopd_train.testing:lopd-test/Coin-v0"
+
+
+def trl_or_skip():
+    try:
+        import trl  # noqa: F401
+    except ImportError as exc:  # loud: the adapter's training path was NOT tested
+        pytest.skip(f"trl is not installed (pip install 'lopd[trl]'): the TRL adapter was NOT tested ({exc})")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    return models.load_backbone("tiny-random", torch.device("cpu"), "float32")
+
+
+def test_the_dataset_carries_each_task_and_its_opening_messages():
+    ds = lopd_dataset(COIN, category="all")
+    assert ds["task_id"] == [f"{c}_{i}" for c in ("heads", "tails") for i in range(4)]
+    first = ds[0]["prompt"]
+    assert first[0]["role"] == "system" and first[1]["content"] == "Write a short note number 0 about heads."
+    assert task_of(first) == "heads_0"
+    with pytest.raises(ValueError, match="lopd_task_id"):
+        task_of([{"role": "user", "content": "no id"}])
+
+
+class FakeTrainer:
+    def __init__(self, model):
+        self.model = model
+
+
+def test_the_rollout_keeps_the_episode_as_sampled_and_masks_the_env(tiny):
+    model, tok = tiny
+    rollout = LopdRollout(COIN, tok, SamplingConfig(max_new_tokens=8), category="all")
+    prompts = lopd_dataset(COIN, ["heads_1", "tails_2"], category="all")["prompt"]
+    out = rollout(prompts, FakeTrainer(model))
+    assert len(out["completion_ids"]) == 2
+    for ids, mask, lps, p_ids in zip(out["completion_ids"], out["env_mask"], out["logprobs"], out["prompt_ids"]):
+        assert len(ids) == len(mask) == len(lps)
+        env_text = tok.decode([i for i, m in zip(ids, mask) if m == 0])
+        assert "noted" in env_text  # the tool result between the two turns: in the completion, masked
+        assert all(lp < 0 for lp, m in zip(lps, mask) if m == 1)  # sampler log-probs of the sampled tokens
+        assert "note number" in tok.decode(p_ids)
+    # the reward is the env's: the Coin env scores an even total length of the two answers
+    assert lopd_env_reward(out["completion_ids"], **{k: out[k] for k in ("lopd_reward",)}) == out["lopd_reward"]
+    assert set(out["lopd_reward"]) <= {0.0, 1.0}
+    rollout.close()
+
+
+def test_grpo_trainer_trains_a_tiny_model_on_a_lopd_env(tiny, tmp_path):
+    trl_or_skip()
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tok = tiny
+    inputs = lopd_grpo_inputs(COIN, tok, max_new_tokens=10, category="all")
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_steps=3,
+                      learning_rate=1e-2, logging_steps=1, report_to="none", use_cpu=True, save_strategy="no",
+                      temperature=1.0, max_completion_length=64, bf16=False, beta=0.0, seed=0)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer = GRPOTrainer(model=model, processing_class=tok, args=args, **inputs)
+    trainer.train()
+    steps = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(steps) == 3
+    assert all(h["completions/mean_length"] <= 2 * 10 for h in steps)  # only the model's tokens count
+    assert all(0.0 <= h["rewards/lopd_env_reward/mean"] <= 1.0 for h in steps)
+    assert any(h["grad_norm"] > 0 for h in steps)  # a group with different rewards gave a gradient
+    assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    inputs["rollout_func"].close()

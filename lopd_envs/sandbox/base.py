@@ -9,6 +9,7 @@ before the program, as hard rlimits the program cannot raise again. Setting them
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -179,6 +180,24 @@ class Sandbox:
 _SAFE_REL = re.compile(r"^[A-Za-z0-9_.\-/]+$")
 
 
+#: Workdirs whose files total at most this go to a memory filesystem (see :func:`workdir_root`).
+SMALL_WORKDIR = 1 << 20
+
+
+@functools.lru_cache(maxsize=None)
+def workdir_root() -> str | None:
+    """``/dev/shm`` when it is a writable tmpfs, else ``None`` (the system temp folder). On a disk
+    filesystem, deleting a run's folder costs a journal commit: 3.5 ms a run on this machine's ext4 /tmp,
+    against 0.02 ms on tmpfs. Only small workdirs go there (a container's /dev/shm is often 64 MB)."""
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = {fields[1]: fields[2] for fields in (line.split() for line in f) if len(fields) > 2}
+    except OSError:
+        return None
+    root = "/dev/shm"
+    return root if mounts.get(root) == "tmpfs" and os.access(root, os.W_OK | os.X_OK) else None
+
+
 class workdir:
     """A host folder holding ``main.py`` and the given files, readable (not writable) by the sandbox uid,
     removed afterwards. Mounted read-only as the program's working directory."""
@@ -187,7 +206,8 @@ class workdir:
         self.code, self.files = code, files
 
     def __enter__(self) -> Path:
-        self.path = Path(tempfile.mkdtemp(prefix="lopd-sbx-"))
+        size = len(self.code) + sum(len(content) for content in self.files.values())
+        self.path = Path(tempfile.mkdtemp(prefix="lopd-sbx-", dir=workdir_root() if size <= SMALL_WORKDIR else None))
         os.chmod(self.path, 0o755)
         for rel, content in {**self.files, "main.py": self.code}.items():
             if not _SAFE_REL.match(rel) or rel.startswith("/") or ".." in rel.split("/"):

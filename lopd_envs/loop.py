@@ -153,6 +153,16 @@ class _Episode:
         if terminated or truncated:
             self.done, self.terminated, self.truncated, self.reward = True, terminated, truncated, float(reward)
 
+    def over(self, max_turns: int | None) -> bool:
+        """Whether the episode is done; past ``max_turns`` agent turns it ends here, unscored."""
+        if not self.done and max_turns is not None and self.turns >= max_turns:
+            self.done = self.truncated = True
+        return self.done
+
+    def ask(self, agent: Agent, wants_tools: bool):
+        messages = copy.deepcopy(self.messages)
+        return agent(messages, self.tools) if wants_tools else agent(messages)
+
     def fail(self, exc: BaseException) -> None:
         self.done, self.error = True, f"{type(exc).__name__}: {exc}"
 
@@ -172,12 +182,9 @@ def run_episode(env, agent: Agent, task_id: str | None = None, seed: int | None 
     of the benchmark's own limit (the episode then ends unscored, ``truncated``)."""
     ep = _Episode(env, task_id, seed)
     wants_tools = _wants_tools(agent)
-    while not ep.done:
-        if max_turns is not None and ep.turns >= max_turns:
-            ep.done = ep.truncated = True
-            break
+    while not ep.over(max_turns):
         try:
-            reply = agent(copy.deepcopy(ep.messages), ep.tools) if wants_tools else agent(copy.deepcopy(ep.messages))
+            reply = ep.ask(agent, wants_tools)
             if inspect.isawaitable(reply):
                 raise TypeError("this agent is async: use arun_episode / arun_episodes")
         except Exception as exc:  # the agent's failure ends its episode, unscored
@@ -193,12 +200,9 @@ async def arun_episode(env, agent: Agent, task_id: str | None = None, seed: int 
     code envs waiting on their sandbox never block the event loop."""
     ep = await asyncio.to_thread(_Episode, env, task_id, seed)
     wants_tools = _wants_tools(agent)
-    while not ep.done:
-        if max_turns is not None and ep.turns >= max_turns:
-            ep.done = ep.truncated = True
-            break
+    while not ep.over(max_turns):
         try:
-            reply = agent(copy.deepcopy(ep.messages), ep.tools) if wants_tools else agent(copy.deepcopy(ep.messages))
+            reply = ep.ask(agent, wants_tools)
             if inspect.isawaitable(reply):
                 reply = await reply
         except Exception as exc:

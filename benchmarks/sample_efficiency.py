@@ -1,0 +1,346 @@
+"""Sample efficiency: held-out reward against rollouts spent, for LOPD, its baselines and its ablations.
+
+Every run trains one algorithm on the same env, model, training tasks and rollout budget, and the trainer
+evaluates the student greedily on the same held-out tasks (never trained on) at rollouts 0, 96, 192, ...
+(``lopd_train/heldout.py``). Each run is an ordinary ``lopd-train`` run folder under ``runs/<variant>-s<seed>/``
+with its config beside it in ``configs/``, so any single run can be rerun or continued by hand with the
+``lopd-train`` command printed in ``commands.md``. The task choice (BFCL-v3 simple + irrelevance, and why) is in
+``task_choice.md``.
+
+Outputs in ``--out`` (default ``benchmarks/results/sample_efficiency``): ``results.md`` and ``results.csv``
+(held-out mean reward at each budget, mean and spread over seeds, rollouts needed to reach GRPO's final
+reward), ``sample_efficiency.png`` (one line per variant, a band for the seed spread), ``commands.md``.
+
+    python benchmarks/sample_efficiency.py                      # the whole study (days on 2 CPU cores)
+    python benchmarks/sample_efficiency.py --resume             # continue: finished runs skipped, partial resumed
+    python benchmarks/sample_efficiency.py --algos lopd,grpo --seeds 0
+    python benchmarks/sample_efficiency.py --only-report        # tables and plot from what is on disk
+    python benchmarks/sample_efficiency.py --dry-run            # print the runs and their commands
+    python benchmarks/sample_efficiency.py --tiny --out /tmp/se # tiny random model, toy env (the test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
+
+# The held-out tasks: the last 24 BFCL-v3 `simple` tasks and the last 12 `irrelevance` tasks (fixed before any
+# run, never trained on, never used to choose a setting). The training pool is every other task of the two
+# categories (376 simple, 228 irrelevance).
+HELDOUT = [f"simple_{i}" for i in range(376, 400)] + [f"irrelevance_{i}" for i in range(228, 240)]
+
+# What every run shares. One step = 4 tasks x 2 rollouts = 8 rollouts; the budget (cold start included) is
+# what ends a run, `steps` is only an upper bound.
+COMMON: dict[str, Any] = {
+    "env": "lopd/BFCLv3-v0", "category": "simple,irrelevance", "model": "smollm2-135m-instruct",
+    "tasks_per_step": 4, "group_size": 2, "max_new_tokens": 48, "experience_tokens": 128,
+    "cold_start_steps": 8, "cold_start_batch_size": 4, "cold_start_min_successes": 4, "cold_start_max_batches": 2,
+    "eval_tasks": ",".join(HELDOUT), "eval_batch_size": 12,
+    "save_every": 1, "keep_checkpoints": 1, "export": False, "progress": False,
+}
+
+TINY: dict[str, Any] = {
+    "env": "lopd_train.testing:lopd-test/Coin-v0", "category": "all", "model": "tiny-random",
+    "tasks_per_step": 2, "group_size": 2, "max_new_tokens": 8, "experience_tokens": 96, "lora_r": 4,
+    "lora_alpha": 8, "composer_lora_r": 4, "composer_lora_alpha": 8, "num_latents": 4, "qformer_dim": 32,
+    "qformer_layers": 1, "top_m": 4, "lr": 1e-3, "composer_lr": 1e-3, "skill_tokens": 8,
+    "cold_start_steps": 1, "cold_start_batch_size": 2, "cold_start_min_successes": 1, "cold_start_max_batches": 1,
+    "eval_tasks": "heads_3,tails_3", "eval_batch_size": 2,
+    "save_every": 1, "keep_checkpoints": 1, "export": False, "progress": False, "tensorboard": False,
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One line of the plot: an algorithm (``--algo``) and the settings that make it this variant."""
+
+    name: str
+    algo: str
+    settings: dict[str, Any] = field(default_factory=dict)
+    seeds: tuple[int, ...] = (0,)
+    about: str = ""
+
+
+VARIANTS = [
+    Variant("lopd", "lopd", seeds=(0, 1), about="LOPD (the method: latent teacher, margin m=0.05)"),
+    Variant("grpo", "grpo", seeds=(0, 1), about="GRPO (policy gradient, group-relative advantages)"),
+    Variant("vanilla", "vanilla", about="no update (the base model at every budget)"),
+    Variant("sdpo", "sdpo", about="SDPO (teacher re-prompted with another successful rollout or feedback)"),
+    Variant("opsd", "opsd", about="OPSD (teacher given the reference answer)"),
+    Variant("sdft", "sdft", about="SDFT (teacher given a demonstration)"),
+    Variant("skill_sd", "skill_sd", about="Skill-SD (teacher given summarised skills)"),
+    Variant("lopd-frozen", "lopd", {"freeze_composer": True}, about="LOPD, composer frozen after the cold start"),
+    Variant("lopd-nomargin", "lopd", {"use_margin": False}, about="LOPD without the privileged margin"),
+    Variant("lopd-m0.02", "lopd", {"margin": 0.02}, about="LOPD, margin m=0.02"),
+    Variant("lopd-m0.1", "lopd", {"margin": 0.1}, about="LOPD, margin m=0.1"),
+]
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+@dataclass(frozen=True)
+class Run:
+    variant: Variant
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.variant.name}-s{self.seed}"
+
+
+# ------------------------------------------------------------------------------------------- planning
+
+def plan(names: Sequence[str], seeds: Sequence[int] | None) -> list[Run]:
+    """The runs, first seed of every variant before any second seed (so a partial study covers them all)."""
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {[v.name for v in VARIANTS]}")
+    chosen = [BY_NAME[n] for n in names]
+    per = {v.name: tuple(seeds) if seeds is not None else v.seeds for v in chosen}
+    depth = max(len(s) for s in per.values())
+    runs = []
+    for k in range(depth):
+        for v in chosen:
+            if k < len(per[v.name]):
+                runs.append(Run(v, per[v.name][k]))
+    if seeds is None:  # the two headline runs first: LOPD and GRPO seed 0, then the rest
+        runs.sort(key=lambda r: (0 if r.variant.name in ("lopd", "grpo") and r.seed == 0 else 1))
+    return runs
+
+
+def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool) -> dict[str, Any]:
+    base = TINY if tiny else COMMON
+    per_step = base["tasks_per_step"] * base["group_size"]
+    return {**base, "algo": run.variant.algo, **run.variant.settings, "seed": run.seed,
+            "rollout_budget": budget, "steps": math.ceil(budget / per_step), "eval_every_rollouts": every,
+            "output_dir": str(out / "runs" / run.name)}
+
+
+def to_toml(cfg: dict[str, Any]) -> str:
+    lines = []
+    for k, v in cfg.items():
+        lines.append(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}")
+    return "\n".join(lines) + "\n"
+
+
+def milestones(budget: int, every: int) -> list[int]:
+    return list(range(0, budget + 1, every))
+
+
+def status(run_dir: Path, budget: int) -> str:
+    """``done`` (the budget's point is written), ``partial`` (a checkpoint exists) or ``new``."""
+    from lopd_train.heldout import HELDOUT_FILE, read_points
+
+    if any(p["milestone"] >= budget for p in read_points(run_dir / HELDOUT_FILE)):
+        return "done"
+    return "partial" if (run_dir / "checkpoints" / "latest").exists() else "new"
+
+
+def display_path(path: Path) -> str:
+    """A path inside the checkout as written from its root (what the commands assume), others as they are."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def command(cfg_path: Path) -> str:
+    return f"lopd-train --config {display_path(cfg_path)} --resume"
+
+
+# ------------------------------------------------------------------------------------------- running
+
+def execute(run: Run, cfg: dict[str, Any]) -> None:
+    """One run in this process (the same :func:`lopd_train.trainer.train` that ``lopd-train`` calls)."""
+    from lopd_train.trainer import TrainConfig, train
+
+    t0 = time.time()
+    result = train(TrainConfig(**cfg), resume=True)
+    print(f"[{run.name}] {result['rollouts']} rollouts, {result['step']} steps in {time.time() - t0:.0f} s",
+          flush=True)
+
+
+# ------------------------------------------------------------------------------------------- report
+
+def collect(out: Path, runs: Sequence[Run], budget: int, every: int) -> dict[str, dict[int, dict[int, float]]]:
+    """variant -> milestone -> seed -> held-out mean reward, for the points written so far."""
+    from lopd_train.heldout import HELDOUT_FILE, read_points
+
+    wanted = set(milestones(budget, every))
+    data: dict[str, dict[int, dict[int, float]]] = {}
+    for run in runs:
+        for p in read_points(out / "runs" / run.name / HELDOUT_FILE):
+            for m in [p["milestone"], *p.get("skipped_milestones", [])]:
+                if m in wanted:
+                    data.setdefault(run.variant.name, {}).setdefault(int(m), {})[run.seed] = float(p["mean_reward"])
+    return data
+
+
+def mean_spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and half the range over seeds (0 for one seed): the band drawn on the plot."""
+    return sum(values) / len(values), (max(values) - min(values)) / 2
+
+
+def rollouts_to_reach(curve: dict[int, float], target: float) -> int | None:
+    """The first evaluated budget whose seed-mean reward is at least ``target`` (None: never, so far)."""
+    for m in sorted(curve):
+        if curve[m] >= target - 1e-12:
+            return m
+    return None
+
+
+def table(data: dict[str, dict[int, dict[int, float]]], budget: int, every: int,
+          expected_seeds: dict[str, int]) -> tuple[list[str], list[list[str]], list[dict[str, Any]]]:
+    """Markdown header and rows, and CSV rows. GRPO's final reward is its seed mean at ``budget``, counted
+    only when every planned GRPO seed has reached it."""
+    ms = milestones(budget, every)
+    grpo = data.get("grpo", {}).get(budget, {})
+    target = mean_spread(list(grpo.values()))[0] if grpo and len(grpo) >= expected_seeds.get("grpo", 1) else None
+    header = ["variant", "seeds", *[f"{m}" for m in ms], "rollouts to GRPO's final"]
+    rows, csv_rows = [], []
+    for name, by_m in data.items():
+        cells, curve = [], {}
+        for m in ms:
+            vals = list(by_m.get(m, {}).values())
+            if not vals:
+                cells.append("")
+                continue
+            mu, sp = mean_spread(vals)
+            curve[m] = mu
+            cells.append(f"{mu:.3f} ± {sp:.3f}" if len(vals) > 1 else f"{mu:.3f}")
+            csv_rows.append({"variant": name, "rollouts": m, "mean_reward": round(mu, 4), "spread": round(sp, 4),
+                             "n_seeds": len(vals), "per_seed": json.dumps(by_m[m], sort_keys=True)})
+        if target is None:
+            reach = "n/a (GRPO unfinished)"
+        else:
+            hit = rollouts_to_reach(curve, target)
+            complete = max(curve, default=-1) >= budget
+            reach = str(hit) if hit is not None else (f"> {budget}" if complete else "not yet")
+        seeds = sorted({s for v in by_m.values() for s in v})
+        rows.append([name, ",".join(map(str, seeds)), *cells, reach])
+    for r in csv_rows:
+        r["grpo_final"] = round(target, 4) if target is not None else ""
+    return header, rows, csv_rows
+
+
+def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, by_m in data.items():
+        ms = sorted(by_m)
+        stats = [mean_spread(list(by_m[m].values())) for m in ms]
+        mu = [s[0] for s in stats]
+        lo = [min(by_m[m].values()) for m in ms]
+        hi = [max(by_m[m].values()) for m in ms]
+        line, = ax.plot(ms, mu, marker="o", lw=1.6, label=name)
+        if any(h > l for h, l in zip(hi, lo)):
+            ax.fill_between(ms, lo, hi, color=line.get_color(), alpha=0.18, lw=0)
+    ax.set_xlabel("rollouts")
+    ax.set_ylabel("held-out mean reward (greedy)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: str) -> dict[str, Any]:
+    data = collect(out, runs, budget, every)
+    expected = {}
+    for r in runs:
+        expected[r.variant.name] = expected.get(r.variant.name, 0) + 1
+    header, rows, csv_rows = table(data, budget, every, expected)
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["variant", "rollouts", "mean_reward", "spread", "n_seeds", "per_seed",
+                                          "grpo_final"])
+        w.writeheader()
+        w.writerows(csv_rows)
+    states = {r.name: status(out / "runs" / r.name, budget) for r in runs}
+    md = ["# Sample efficiency: held-out mean reward against rollouts", "",
+          f"Held-out mean reward (greedy) at each rollout count; `a ± b`: mean over seeds ± half their range. "
+          f"Last column: the first evaluated budget at which the variant's seed mean reaches GRPO's final "
+          f"({budget}-rollout) reward. Generated by `{study_cmd}`; see `task_choice.md` and `commands.md`.", "",
+          "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md += ["", "Runs: " + ", ".join(f"`{k}` {v}" for k, v in states.items()), ""]
+    (out / "results.md").write_text("\n".join(md))
+    plot(data, out / "sample_efficiency.png", f"held-out reward vs rollouts ({len(data)} variants)")
+    return {"data": data, "rows": rows, "states": states}
+
+
+# ------------------------------------------------------------------------------------------- main
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--algos", default=",".join(v.name for v in VARIANTS),
+                    help="comma-separated variants (default: all): " + ", ".join(v.name for v in VARIANTS))
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds for every variant (default: 0,1 for "
+                    "lopd and grpo, 0 for the rest)")
+    ap.add_argument("--budget", type=int, default=384, help="rollouts per run, cold start included (default 384)")
+    ap.add_argument("--eval-every", type=int, default=96, help="held-out evaluation every N rollouts (default 96)")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
+    ap.add_argument("--resume", action="store_true", help="continue partial runs (finished ones are skipped)")
+    ap.add_argument("--only-report", action="store_true", help="write the table and plot from what is on disk")
+    ap.add_argument("--dry-run", action="store_true", help="write the configs and commands, print the plan, run nothing")
+    ap.add_argument("--tiny", action="store_true", help="tiny random model on the toy coin env (tests)")
+    args = ap.parse_args(argv)
+    if args.budget < 1 or args.eval_every < 1:
+        raise SystemExit("--budget and --eval-every must be positive")
+    if args.tiny:
+        import lopd_train.testing  # noqa: F401  (registers the toy env)
+    from lopd_train.algorithms import ALGORITHMS
+
+    out = args.out.resolve()
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    (out / "runs").mkdir(exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    runs = plan([a for a in args.algos.split(",") if a], seeds)
+    study_cmd = "python benchmarks/sample_efficiency.py " + " ".join(
+        a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--only-report", "--dry-run"))
+    cmds = ["# Exact commands", "", "The study (finished runs are skipped, partial ones resumed):", "", "```bash",
+            study_cmd.strip() + (" --resume" if "--resume" not in study_cmd else ""), "```", "",
+            "One run by hand (the same settings; `--resume` also starts a new run):", "", "```bash"]
+    configs = {}
+    for run in runs:
+        cfg = run_config(run, out, args.budget, args.eval_every, args.tiny)
+        path = out / "configs" / f"{run.name}.toml"
+        shown = dict(cfg, output_dir=display_path(Path(cfg["output_dir"])))  # relative to the checkout
+        path.write_text(f"# {run.variant.about}\n" + to_toml(shown))
+        configs[run.name] = cfg
+        cmds.append(command(path))
+    cmds += ["```", "", "Each run folder keeps `heldout.jsonl` (the curve), `metrics.jsonl`, `config.json`; "
+             "checkpoints and banks stay out of git.", ""]
+    (out / "commands.md").write_text("\n".join(cmds))
+
+    if not args.only_report:
+        for run in runs:
+            state = status(out / "runs" / run.name, args.budget)
+            print(f"[{run.name}] {state}: {command(out / 'configs' / f'{run.name}.toml')}", flush=True)
+            if args.dry_run or state == "done":
+                continue
+            if run.variant.algo not in ALGORITHMS:
+                print(f"[{run.name}] skipped: --algo {run.variant.algo} is not available in this checkout "
+                      f"(have {sorted(ALGORITHMS)})", flush=True)
+                continue
+            if state == "partial" and not args.resume:
+                raise SystemExit(f"{run.name} is partial: pass --resume to continue it")
+            execute(run, configs[run.name])
+            report(out, runs, args.budget, args.eval_every, study_cmd.strip())
+    res = report(out, runs, args.budget, args.eval_every, study_cmd.strip())
+    print((out / "results.md").read_text())
+    return 0 if res else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,104 @@
+"""benchmarks/sample_efficiency.py: the table's arithmetic, and the whole study end to end on a tiny random
+model (runs, held-out points, table, CSV, PNG, resume that skips finished runs)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_study():
+    spec = importlib.util.spec_from_file_location("sample_efficiency", ROOT / "benchmarks" / "sample_efficiency.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+se = load_study()
+
+
+def test_heldout_and_training_pools_are_disjoint_by_construction():
+    assert len(se.HELDOUT) == len(set(se.HELDOUT)) == 36
+    assert all(t.startswith(("simple_", "irrelevance_")) for t in se.HELDOUT)
+
+
+def test_plan_puts_lopd_and_grpo_seed_0_first_and_every_first_seed_before_second_seeds():
+    names = [r.name for r in se.plan([v.name for v in se.VARIANTS], None)]
+    assert names[:2] == ["lopd-s0", "grpo-s0"]
+    assert names[-2:] == ["lopd-s1", "grpo-s1"]
+    assert len(names) == len(se.VARIANTS) + 2
+    with pytest.raises(SystemExit):
+        se.plan(["nope"], None)
+
+
+def test_run_config_spends_the_budget_including_the_cold_start():
+    run = se.Run(se.BY_NAME["lopd-nomargin"], 3)
+    cfg = se.run_config(run, Path("/x"), 384, 96, tiny=False)
+    assert cfg["rollout_budget"] == 384 and cfg["steps"] == 48 and cfg["eval_every_rollouts"] == 96
+    assert cfg["algo"] == "lopd" and cfg["use_margin"] is False and cfg["seed"] == 3
+    assert cfg["output_dir"] == "/x/runs/lopd-nomargin-s3"
+
+
+def test_rollouts_to_reach_is_the_first_budget_at_or_above_the_target():
+    curve = {0: 0.2, 96: 0.5, 192: 0.45, 288: 0.6}
+    assert se.rollouts_to_reach(curve, 0.5) == 96
+    assert se.rollouts_to_reach(curve, 0.55) == 288
+    assert se.rollouts_to_reach(curve, 0.7) is None
+
+
+def test_table_waits_for_every_grpo_seed_before_naming_a_target():
+    data = {"grpo": {0: {0: 0.1, 1: 0.3}, 8: {0: 0.5}}, "lopd": {0: {0: 0.2}, 8: {0: 0.6}}}
+    _, rows, _ = se.table(data, 8, 8, {"grpo": 2, "lopd": 1})
+    assert all(r[-1] == "n/a (GRPO unfinished)" for r in rows)
+    data["grpo"][8][1] = 0.7  # GRPO's final: 0.6
+    _, rows, csv_rows = se.table(data, 8, 8, {"grpo": 2, "lopd": 1})
+    by = {r[0]: r for r in rows}
+    assert by["grpo"][2] == "0.200 ± 0.100" and by["grpo"][-1] == "8"
+    assert by["lopd"][-1] == "8"
+    assert {r["grpo_final"] for r in csv_rows} == {0.6}
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_tiny_study_end_to_end(tmp_path, capsys):
+    out = tmp_path / "se"
+    args = ["--tiny", "--out", str(out), "--algos", "lopd,grpo", "--seeds", "0,1", "--budget", "8",
+            "--eval-every", "4"]
+    assert se.main(args) == 0
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert runs == ["grpo-s0", "grpo-s1", "lopd-s0", "lopd-s1"]
+    curves = {}
+    for name in runs:
+        pts = [json.loads(l) for l in (out / "runs" / name / "heldout.jsonl").read_text().splitlines()]
+        assert [p["milestone"] for p in pts] == [0, 4, 8]
+        curves[name] = {p["milestone"]: p["mean_reward"] for p in pts}
+        cfg = json.loads((out / "runs" / name / "config.json").read_text())
+        assert cfg["rollout_budget"] == 8 and cfg["eval_tasks"] == "heads_3,tails_3"
+    rows = read_csv(out / "results.csv")
+    assert len(rows) == 2 * 3
+    for r in rows:  # each CSV cell is the mean of its runs' held-out points
+        vals = [curves[f"{r['variant']}-s{s}"][int(r["rollouts"])] for s in (0, 1)]
+        assert float(r["mean_reward"]) == pytest.approx(sum(vals) / 2, abs=1e-4)
+        assert json.loads(r["per_seed"]) == {"0": vals[0], "1": vals[1]}
+    md = (out / "results.md").read_text()
+    assert "| lopd | 0,1 |" in md and "| grpo | 0,1 |" in md and "n/a" not in md
+    assert (out / "sample_efficiency.png").stat().st_size > 1000
+    assert "lopd-train --config" in (out / "commands.md").read_text()
+    # a second invocation skips every finished run and rewrites the same table
+    before = {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs}
+    capsys.readouterr()
+    assert se.main(args + ["--resume"]) == 0
+    assert capsys.readouterr().out.count("] done:") == 4
+    assert {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs} == before
+    assert read_csv(out / "results.csv") == rows

@@ -15,6 +15,13 @@ socket buffers, and, as root, each run gets its own cgroup (:mod:`.cgroup`) that
 (tmpfs, shm, kernel memory) to the memory limit and caps processes. Without cgroups (not root, or no
 writable cgroupfs) what stays uncovered: the count of empty files in ``/tmp`` and kernel objects in
 general, which are then bounded only by the time limit.
+
+What the guarantees cost per run (CPU of the run's processes, A/B on the 2-core VM, heavily loaded, so
+roughly twice an idle machine's): bubblewrap itself, i.e. its namespaces and the root built from
+read-only binds, ~17 ms over a bare interpreter; within that the network namespace ~1.7 ms, ``/dev`` and
+``/proc`` ~1.6 ms, the unprivileged slot uid (``setpriv``, one more exec) ~1.4 ms, the capped tmpfs
+mounts and the second user namespace (uid 65534, no nested namespaces) ~0.4 ms each; the seccomp filter
+and the per-run cgroup (joined by the starting thread, see :mod:`.cgroup`) are within the noise.
 """
 
 from __future__ import annotations

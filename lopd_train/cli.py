@@ -65,8 +65,13 @@ def load_config_file(path: str) -> dict[str, Any]:
 
 
 def train_parser() -> argparse.ArgumentParser:
+    from lopd_train.algorithms import algorithms_help
+
     p = argparse.ArgumentParser(prog="lopd-train", description="Train an LLM agent on a lopd env with LOPD "
-                                "(Latent On-Policy Self-Distillation) or a baseline.", epilog=TRAIN_EPILOG,
+                                "(Latent On-Policy Self-Distillation) or a baseline.",
+                                epilog=TRAIN_EPILOG + "\nalgorithms (--algo) and what each one's teacher sees:\n"
+                                + algorithms_help() + "\nLOPD ablations: --freeze-composer (keep the cold-started "
+                                "composer), --no-use-margin, --margin m\n",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="TOML or JSON file of settings (keys: the option names below)")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest "

@@ -81,18 +81,21 @@ def user_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[st
 
 def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
                    tools: list[dict[str, Any]] | None = None, n_latent: int = 0, text: str | None = None,
-                   tool_syntax: str = "hermes", tool_prompt: str = "auto") -> ContextPrompt:
-    """The prompt with a context block at the start of its first user message: ``FRAMING_BEFORE``, then
-    ``n_latent`` placeholder ids (latent context) or the tokens of ``text``, then ``FRAMING_AFTER``.
+                   tool_syntax: str = "hermes", tool_prompt: str = "auto",
+                   framing: tuple[str, str] = (FRAMING_BEFORE, FRAMING_AFTER)) -> ContextPrompt:
+    """The prompt with a context block at the start of its first user message: ``framing[0]`` (default
+    ``FRAMING_BEFORE``), then ``n_latent`` placeholder ids (latent context) or the tokens of ``text``, then
+    ``framing[1]`` (``FRAMING_AFTER``). Baselines whose context is not a worked example of another task (a
+    reference answer, feedback, skills) pass their own framing; the place is the same for all.
 
     ``prompt_ids``/``messages``/``tools`` are the rollout's own prompt and what it was rendered from;
     ``tool_syntax``/``tool_prompt`` must be the sampler's (the same rendering)."""
     if (n_latent > 0) == (text is not None):
         raise ValueError("give either n_latent > 0 (latent context) or text (a text context)")
     at = user_turn_start(tokenizer, prompt_ids, messages, tools, tool_syntax, tool_prompt)
-    before = models.encode(tokenizer, FRAMING_BEFORE)
+    before = models.encode(tokenizer, framing[0])
     body = [placeholder_id(tokenizer)] * n_latent if text is None else models.encode(tokenizer, text)
-    block = before + body + models.encode(tokenizer, FRAMING_AFTER)
+    block = before + body + models.encode(tokenizer, framing[1])
     ids = list(prompt_ids[:at]) + block + list(prompt_ids[at:])
     positions = list(range(at + len(before), at + len(before) + n_latent)) if text is None else []
     return ContextPrompt(ids, positions, at, len(block), len(prompt_ids))
@@ -121,6 +124,15 @@ def attach_transcript(trace, text: str) -> None:
     """Keep the rollout's full chat transcript with its trace, so the bank can give the encoder the
     reference's rendering of an experience (the trace's compact ``render()`` stays the bank's key)."""
     trace.metadata[TRANSCRIPT_KEY] = text
+
+
+def trace_text(trace, fmt: str = "chat") -> str:
+    """A live rollout's trace as :func:`experience_text` renders the same trace once it is in the bank."""
+    if fmt not in EXPERIENCE_FORMATS:
+        raise ValueError(f"unknown experience format {fmt!r}; choose from {EXPERIENCE_FORMATS}")
+    if fmt == "chat" and trace.metadata.get(TRANSCRIPT_KEY):
+        return str(trace.metadata[TRANSCRIPT_KEY])
+    return trace.render()
 
 
 def experience_text(experience, fmt: str = "chat") -> str:

@@ -191,3 +191,37 @@ def grpo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantage: torch.
     adv = advantage.unsqueeze(-1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
     return -masked_mean(surrogate, mask)
+
+
+# ----------------------------------------------------------------------------------- baselines' extra terms
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token estimate of ``KL(π_θ || π_ref)`` on tokens sampled from π_θ (Schulman's k3, as GRPO uses it):
+    ``exp(ref - logp) - (ref - logp) - 1``; never negative, zero exactly where the two log-probs agree, and
+    its expectation under π_θ is the true KL. ``ref_logp`` is treated as a constant."""
+    diff = ref_logp.detach() - logp
+    return torch.exp(diff) - diff - 1.0
+
+
+def sampled_token_kl(student_logp_y: torch.Tensor, teacher_logp_y: torch.Tensor) -> torch.Tensor:
+    """Per-token surrogate of the reverse KL from the sampled tokens alone (on-policy distillation with the
+    teacher's log-ratio as a per-token reward): ``sg(log p_S(y) - log p_T(y)) · log p_S(y)``. Its gradient is
+    the score-function estimate of ``∇ KL(p_S || p_T)`` on student samples; its value is not the KL (log
+    ``student_logp_y - teacher_logp_y`` for that)."""
+    return (student_logp_y - teacher_logp_y).detach() * student_logp_y
+
+
+def importance_weights(student_logp_y: torch.Tensor, sampler_logp_y: torch.Tensor, clip: float = 2.0) -> torch.Tensor:
+    """Per-token ``min(p_S(y) / p_sampler(y), clip)``, detached: corrects for the student having moved since
+    the tokens were sampled (minibatches, or a sampler at another temperature), bounded so that a rare token
+    cannot dominate the step."""
+    if clip <= 0:
+        raise ValueError(f"the importance-weight clip must be positive, got {clip}")
+    return torch.exp(student_logp_y.detach() - sampler_logp_y.detach()).clamp(max=float(clip))
+
+
+def importance_weighted_kl(kl: torch.Tensor, student_logp_y: torch.Tensor, sampler_logp_y: torch.Tensor,
+                           clip: float = 2.0) -> torch.Tensor:
+    """Skill-SD's student loss per token: the reverse KL at each position (``kl``, e.g. the bucket KL over the
+    teacher's top-M + tail) times its clipped importance weight (:func:`importance_weights`)."""
+    return importance_weights(student_logp_y, sampler_logp_y, clip) * kl

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from lopd_train import models
+from lopd_train import distributed, models
 from lopd_train.context import attach_transcript
 from lopd_train.rollout import SamplingConfig, Trajectory, make_envs, replay_trace, run_episodes, task_ids
 
@@ -65,8 +65,7 @@ class TrainConfig:
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
                                     "rollout of the group (exact; off with gradient checkpointing)")
     # -- the algorithm
-    algo: str = knob("lopd", "algorithm: lopd, grpo (policy-gradient baseline) or sdpo (text-context "
-                             "self-distillation baseline)")
+    algo: str = knob("lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
     steps: int = knob(10, "training steps (one rollout batch and one update each)")
     tasks_per_step: int = knob(4, "distinct tasks per step")
     group_size: int = knob(2, "rollouts per task (a GRPO group)")
@@ -82,6 +81,12 @@ class TrainConfig:
     tool_syntax: str = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
     tool_prompt: str = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
                                     "auto (unless the env's prompt already lists them), always, never")
+    rollout_backend: str = knob("hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
+                                      "vLLM engine, pip install 'lopd[vllm]'; the LoRA is synced after each update)")
+    vllm_gpu_memory_utilization: float = knob(0.3, "vllm: the engine's share of the GPU memory (the trainer's "
+                                                   "update keeps the rest)")
+    vllm_sleep_mode: bool = knob(False, "vllm: the engine sleeps between rollout batches (weights offloaded, KV "
+                                        "cache freed) so the update has the GPU")
     # -- LOPD
     top_j: int = knob(3, "J: experiences retrieved per task")
     num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
@@ -113,7 +118,16 @@ class TrainConfig:
     cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")
     freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training")
     use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
+    # -- text-context self-distillation baselines (opsd, sdpo, sdft, skill_sd)
+    teacher: str = knob("base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
+                                "student, updated after each student step)")
+    ema_decay: float = knob(0.99, "decay of the EMA teacher (--teacher ema): ema <- d*ema + (1-d)*student")
+    distill_loss: str = knob("topk", "their student loss: topk (reverse KL over the top-M + tail, --kl-support) "
+                                     "or sampled (sampled-token estimate)")
+    skill_tokens: int = knob(64, "skill_sd: tokens of one greedy skill summary at most")
+    importance_clip: float = knob(2.0, "skill_sd: clip of the importance weight p_student/p_sampler per token")
     # -- GRPO
+    grpo_kl_coef: float = knob(0.0, "GRPO: weight of the k3 KL to the reference (the base model, LoRA off); 0: none")
     clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
     clip_high: float = knob(0.2, "GRPO: upper clip of the ratio (1 + eps_high)")
     grpo_scale_rewards: bool = knob(True, "GRPO: divide group-centred rewards by the group std")
@@ -148,7 +162,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         choices = {"kl_support": ("teacher", "student"), "composer_weighting": ("sequence", "token"),
-                   "experience_format": ("chat", "trace")}
+                   "experience_format": ("chat", "trace"), "teacher": ("base", "ema"),
+                   "distill_loss": ("topk", "sampled")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -228,6 +243,7 @@ class Trainer:
         from lopd_train.algorithms import ALGORITHMS
 
         self.cfg = cfg
+        self.dist = distributed.from_environment()  # ranks of `accelerate launch`; LOCAL in a plain run
         self.out = Path(cfg.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir = self.out / "checkpoints"
@@ -240,11 +256,12 @@ class Trainer:
         if latest is not None and not resume:
             raise FileExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
                                   "choose another --output-dir")
-        self.device = models.default_device() if cfg.device == "auto" else torch.device(cfg.device)
+        self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
+                       if cfg.device == "auto" else torch.device(cfg.device))
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        self.np_rng = np.random.default_rng(cfg.seed)
+        self.np_rng = np.random.default_rng(self.dist.rank_seed(cfg.seed))  # each rank its own tasks
 
         # policy: one backbone, LoRA adapters "student" (+ "composer" for LOPD)
         backbone, self.tokenizer = models.load_backbone(cfg.model, self.device, cfg.dtype)
@@ -257,6 +274,7 @@ class Trainer:
             adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),
                                                 targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
+        self.vllm = self.make_vllm()  # None with --rollout-backend hf
         if cfg.gradient_checkpointing:
             self.policy.get_base_model().gradient_checkpointing_enable(
                 gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -264,10 +282,13 @@ class Trainer:
         if algo_cls.uses_bank:
             from lopd_train.experience import ExperienceBank, Retriever
 
-            self.bank = ExperienceBank(self.out / "bank.sqlite")
-            if cfg.init_bank and latest is None:
-                seed_bank(self.bank, cfg.init_bank)
+            with self.dist.main_first():  # rank 0 creates (and seeds) the one bank file, the others open it
+                self.bank = ExperienceBank(self.out / "bank.sqlite")
+                if cfg.init_bank and latest is None and self.dist.is_main:
+                    seed_bank(self.bank, cfg.init_bank)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
+        self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
+        self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
 
         self.step = 0
         self.rollouts = 0
@@ -275,7 +296,7 @@ class Trainer:
         rng = None
         if latest is not None:
             rng = self.load_checkpoint(latest)
-        elif (self.out / "metrics.jsonl").exists():
+        elif (self.out / "metrics.jsonl").exists() and self.dist.is_main:
             (self.out / "metrics.jsonl").unlink()  # a run that died before its first checkpoint starts over
         if self.bank is not None:
             self.retriever = Retriever(self.bank)
@@ -290,15 +311,22 @@ class Trainer:
         if cfg.max_turns:
             env_kwargs.setdefault("max_turns", cfg.max_turns)
         self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
+        self.algo.attach_env(self.envs[0])  # tasks' privileged data (OPSD's reference answers)
         self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
-        atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+        if self.dist.is_main:
+            atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+        else:
+            self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
         self.writer = None
-        if cfg.tensorboard:
+        if cfg.tensorboard and self.dist.is_main:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step + 1 if self.step else None)
+        if self.dist.world_size > 1:  # identical initial weights above; from here on each rank its own samples
+            random.seed(self.dist.rank_seed(cfg.seed))
+            torch.manual_seed(self.dist.rank_seed(cfg.seed))
         if rng is not None:  # last, so that nothing built above draws from the restored generators
             set_rng_state(rng, self.np_rng)
 
@@ -345,6 +373,31 @@ class Trainer:
                 self.writer.flush()
 
     # ------------------------------------------------------------------ rollouts
+    def make_vllm(self):
+        """The colocated vLLM engine of ``--rollout-backend vllm`` (``lopd_train.rollout_vllm``), else None."""
+        cfg = self.cfg
+        if cfg.rollout_backend not in ("hf", "vllm"):
+            raise ValueError(f"rollout_backend must be hf or vllm, got {cfg.rollout_backend!r}")
+        if cfg.rollout_backend == "hf":
+            return None
+        from lopd_train.rollout_vllm import VLLMRollout
+
+        dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if self.device.type == "cuda" else "float32")
+        return VLLMRollout(cfg.model, self.tokenizer, cfg.sampling(self.algo_cls.records_top_m(cfg)),
+                           self.out / f"vllm-lora-rank{self.dist.rank}", lora_rank=cfg.lora_r,
+                           gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, sleep_mode=cfg.vllm_sleep_mode,
+                           max_model_len=cfg.max_sequence_tokens, dtype=dtype, seed=self.dist.rank_seed(cfg.seed))
+
+    def serving_student(self):
+        """The generator for :func:`run_episodes`: None (HF generate), or the vLLM engine serving the current
+        student adapter (re-synced once per update)."""
+        if self.vllm is None:
+            return None
+        if getattr(self, "_served_step", None) != self.step:
+            self.vllm.sync_lora(self.policy, "student")
+            self._served_step = self.step
+        return self.vllm
+
     def sample_tasks(self) -> list[str | None]:
         n = self.cfg.tasks_per_step
         if self.task_pool:
@@ -364,21 +417,26 @@ class Trainer:
         with models.adapter(self.policy, "student"):
             trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks,
                                  self.cfg.sampling(self.algo_cls.records_top_m(self.cfg)), groups=groups,
-                                 seeds=per_env_seeds, pool=self.pool)
+                                 seeds=per_env_seeds, pool=self.pool, generator=self.serving_student())
         self.policy.train()
-        self.rollouts += len(trajs)
+        if self.vllm is not None:
+            self.vllm.sleep()  # the update's turn on the GPU
+        self.rollouts += int(self.dist.sum(len(trajs))[0])  # every rank's rollouts
         added = []
         if self.bank is not None:
             for t in trajs:
                 if t.success and t.trace is not None:  # the full transcript: the encoder's "chat" rendering
                     attach_transcript(t.trace, self.tokenizer.decode(t.input_ids))
-            added = self.bank.add([t.trace for t in trajs if t.success], rollout=self.rollouts)
+            added = self.dist.add_to_bank(self.bank, [t.trace for t in trajs if t.success], rollout=self.rollouts)
             if self.retriever is not None:
                 self.retriever.add(added)
         return trajs, len(added)
 
     # ------------------------------------------------------------------ loop
     def log(self, row: dict[str, Any]) -> None:
+        row = self.dist.merge_rows(row)  # every rank's numbers, averaged; rank 0 writes
+        if not self.dist.is_main:
+            return
         with open(self.out / "metrics.jsonl", "a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -407,7 +465,7 @@ class Trainer:
         if not self.cold_start_done:
             self.cold_start()
             self.heldout_point()
-        bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress,
+        bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress or not self.dist.is_main,
                    unit="step")
         last: dict[str, Any] = {}
         while self.step < cfg.steps and not (cfg.rollout_budget and self.rollouts >= cfg.rollout_budget):
@@ -430,9 +488,10 @@ class Trainer:
         if self.latest_checkpoint() is None or self.latest_checkpoint().name != f"step-{self.step:06d}":
             self.save_checkpoint()
         self.heldout_point()
-        plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
+        if self.dist.is_main:
+            plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
         exported = None
-        if cfg.export:
+        if cfg.export and self.dist.is_main:
             exported = models.export_merged(cfg.model, self.latest_checkpoint() / "student_adapter",
                                             self.out / "student")
         self.close()
@@ -455,7 +514,7 @@ class Trainer:
                 continue  # another env's (or category's) experience: retrievable, but no prompt to replay it in
             data.append(replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1)))
         batches = 0
-        while sum(t.success for t in data) < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
+        while self.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
             trajs, _ = self.rollout_batch()
             data += trajs
             batches += 1
@@ -496,12 +555,17 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         name = f"step-{self.step:06d}"
         final = self.ckpt_dir / name
+        rngs = self.dist.gather(rng_state(self.np_rng))  # every rank's generators: each resumes its own stream
+        if not self.dist.is_main:  # rank 0 writes the one checkpoint; the others wait until it is complete
+            self.dist.barrier()
+            return final
         tmp = self.ckpt_dir / f".tmp-{name}"
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir()
         lora = {n: p.detach().cpu().clone() for n, p in self.policy.named_parameters() if "lora_" in n}
-        torch.save({"lora": lora, "algo": self.algo.state_dict(), "rng": rng_state(self.np_rng)}, tmp / "trainer.pt")
+        torch.save({"lora": lora, "algo": self.algo.state_dict(), "rng": rngs[0],
+                    **({"rng_ranks": rngs} if self.dist.world_size > 1 else {})}, tmp / "trainer.pt")
         models.save_student_adapter(self.policy, "student", tmp / "student_adapter")
         if self.bank is not None:
             self.bank.snapshot(tmp / "bank.sqlite")
@@ -516,6 +580,7 @@ class Trainer:
         done = sorted(p for p in self.ckpt_dir.glob("step-*") if p.is_dir())
         for old in done[:max(0, len(done) - max(1, self.cfg.keep_checkpoints))]:
             shutil.rmtree(old, ignore_errors=True)
+        self.dist.barrier()
         return final
 
     def load_checkpoint(self, path: Path) -> dict[str, Any]:
@@ -528,15 +593,16 @@ class Trainer:
         self.algo.load_state_dict(blob["algo"])
         self.step, self.rollouts = int(state["step"]), int(state["rollouts"])
         self.cold_start_done = bool(state["cold_start_done"])
-        if self.bank is not None and (path / "bank.sqlite").exists():
+        if self.bank is not None and (path / "bank.sqlite").exists() and self.dist.is_main:
             self.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
         metrics = self.out / "metrics.jsonl"
-        if metrics.exists():  # drop rows of steps after the checkpoint: they will be run again
+        if metrics.exists() and self.dist.is_main:  # drop rows of steps after the checkpoint: they will be run again
             rows = [l for l in metrics.read_text().splitlines() if l.strip()]
             keep = [l for l in rows if json.loads(l).get("step", 0) <= self.step]
             atomic_write(metrics, "".join(l + "\n" for l in keep))
         log.info("resumed from %s (step %d, %d rollouts)", path, self.step, self.rollouts)
-        return blob["rng"]
+        self.dist.barrier()  # the bank and the metrics are as rank 0 left them
+        return distributed.rank_rng_state(blob, self.dist)
 
 
 def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:

@@ -5,8 +5,20 @@ from __future__ import annotations
 from lopd_train.algorithms.base import Algorithm, Batch
 from lopd_train.algorithms.grpo import GRPO
 from lopd_train.algorithms.lopd import LOPD
+from lopd_train.algorithms.opsd import OPSD
+from lopd_train.algorithms.sdft import SDFT
 from lopd_train.algorithms.sdpo import SDPO
+from lopd_train.algorithms.skill_sd import SkillSD
+from lopd_train.algorithms.vanilla import Vanilla
 
-ALGORITHMS: dict[str, type[Algorithm]] = {"lopd": LOPD, "grpo": GRPO, "sdpo": SDPO}
+ALGORITHMS: dict[str, type[Algorithm]] = {a.name: a for a in (LOPD, GRPO, OPSD, SDPO, SDFT, SkillSD, Vanilla)}
 
-__all__ = ["ALGORITHMS", "Algorithm", "Batch", "GRPO", "LOPD", "SDPO"]
+
+def algorithms_help() -> str:
+    """One line per algorithm: what its teacher sees (``lopd-train --help``)."""
+    width = max(len(n) for n in ALGORITHMS)
+    return "\n".join(f"  {n:<{width}}  {a.teacher_sees}" for n, a in ALGORITHMS.items())
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "Batch", "GRPO", "LOPD", "OPSD", "SDFT", "SDPO", "SkillSD", "Vanilla",
+           "algorithms_help"]

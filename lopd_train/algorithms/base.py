@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from lopd_train import models
+from lopd_train.distributed import LOCAL
 from lopd_train.context import context_prompt
 from lopd_train.rollout import Trajectory
 
@@ -51,6 +52,8 @@ class Algorithm:
     never asks which algorithm it runs:"""
 
     name = ""
+    #: one line for ``lopd-train --help``: what this algorithm's teacher sees
+    teacher_sees = ""
     #: needs the experience bank and the retriever
     uses_bank = False
     #: LoRA adapters on the one backbone besides the student's (name -> which ``TrainConfig`` rank/alpha)
@@ -72,6 +75,22 @@ class Algorithm:
         self.student_opt = torch.optim.AdamW(self.student_params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                              betas=(0.9, 0.99))
         self.skipped_steps = 0  # optimiser steps skipped for a non-finite gradient norm
+        self.dist = LOCAL  # the trainer's data-parallel ranks (lopd_train.distributed), one process by default
+        self._tasks: dict[str, Any] = {}
+        self._env = None
+
+    def attach_env(self, env) -> None:
+        """The env the rollouts come from, for algorithms that read a task's privileged data
+        (:meth:`reference_answer`). Every algorithm is given it; most never look."""
+        self._env = getattr(env, "unwrapped", env)
+        self._tasks = {t.task_id: t for t in getattr(self._env, "tasks", None) or []}
+
+    def reference_answer(self, task_id: str) -> str | None:
+        """The task's reference answer as text, from the suite's ``reference_answer(task)`` hook (gold calls,
+        the canonical solution, a scripted solution); ``None`` where the suite has none for this task."""
+        hook = getattr(self._env, "reference_answer", None)
+        task = self._tasks.get(task_id)
+        return hook(task) if hook is not None and task is not None else None
 
     @classmethod
     def records_top_m(cls, cfg) -> bool:
@@ -93,15 +112,17 @@ class Algorithm:
         parts = [sequence_tensors(t, self.device) for t in members]
         return [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], [p[3] for p in parts]
 
-    def context_view(self, members: list[Trajectory], n_latent: int = 0, text: str | None = None):
+    def context_view(self, members: list[Trajectory], n_latent: int = 0, text: str | None = None,
+                     framing: tuple[str, str] | None = None):
         """The group's sequences as a teacher with privileged context sees them: the context block (``n_latent``
-        placeholders or ``text``) at the start of the first user turn (:func:`lopd_train.context.context_prompt`),
-        every other id as sampled. Returns ``(positions, seqs, masks)``: the placeholder positions (empty for
-        text) and the teacher's ids and action masks, as tensors."""
+        placeholders or ``text``, between ``framing``, default LOPD's) at the start of the first user turn
+        (:func:`lopd_train.context.context_prompt`), every other id as sampled. Returns ``(positions, seqs,
+        masks)``: the placeholder positions (empty for text) and the teacher's ids and action masks, as tensors."""
         first = members[0]
+        extra = {"framing": framing} if framing is not None else {}
         cp = context_prompt(self.tokenizer, first.input_ids[:first.prompt_len], first.messages, first.tools,
                             n_latent=n_latent, text=text, tool_syntax=self.cfg.tool_syntax,
-                            tool_prompt=self.cfg.tool_prompt)
+                            tool_prompt=self.cfg.tool_prompt, **extra)
         views = [cp.sequence(t.input_ids, t.action_mask) for t in members]
         seqs = [torch.tensor(ids, dtype=torch.long, device=self.device) for ids, _ in views]
         masks = [torch.tensor(mask, dtype=torch.long, device=self.device) for _, mask in views]
@@ -110,13 +131,16 @@ class Algorithm:
     def minibatches(self, trajectories: list[Trajectory]) -> list[Batch]:
         trainable = [t for t in trajectories if t.n_actions > 0]
         groups = Batch(trainable).groups_of()
-        n = max(1, min(self.cfg.minibatches, len(groups)))  # whole groups stay together
-        return [Batch([t for g in groups[i::n] for t in g]) for i in range(n) if groups[i::n]]
+        n = self.dist.max_int(max(1, min(self.cfg.minibatches, len(groups))))  # whole groups stay together
+        # data-parallel ranks take the same number of optimiser steps, so none drops an empty minibatch
+        return [Batch([t for g in groups[i::n] for t in g]) for i in range(n)
+                if groups[i::n] or self.dist.world_size > 1]
 
     def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> float:
         """Clip to ``max_grad_norm`` and step; a gradient whose norm is not finite skips the step (the
         gradient is dropped, weights and optimiser state stay as they were). Returns the norm (NaN/inf when
         skipped; ``self.skipped_steps`` counts them)."""
+        self.dist.sync_gradients(params)  # averaged over the ranks first: one clip, one verdict, one step
         norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
         if torch.isfinite(norm):
             opt.step()

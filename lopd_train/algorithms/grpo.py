@@ -2,7 +2,11 @@
 
 The baseline LOPD is measured against (``benchmarks/trainer_step.py``): the student's forward and backward
 over each group (shared prompt, see ``scoring.score_group``), nothing else. Old log-probs are the sampler's
-own (one update per rollout batch)."""
+own (one update per rollout batch).
+
+``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
+(:func:`lopd_train.losses.k3_kl`), the reference being the frozen base model (LoRA disabled), scored on the
+same tokens without gradient; 0 (the default, as in DAPO/Dr. GRPO) leaves it out and skips that pass."""
 
 from __future__ import annotations
 
@@ -15,10 +19,11 @@ from lopd_train.scoring import score_group
 
 class GRPO(Algorithm):
     name = "grpo"
+    teacher_sees = "no teacher: group-relative advantages, clipped ratio (optional KL to the base model)"
 
     def update(self, trajectories):
         cfg = self.cfg
-        metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0}
+        metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0, "kl_ref": 0.0}
         batches = self.minibatches(trajectories)
         for batch in batches:
             adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
@@ -26,12 +31,20 @@ class GRPO(Algorithm):
             for members in batch.groups_of():
                 seqs, masks, targets, old = self.tensors(members)
                 logits = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
+                refs = [None] * len(members)
+                if cfg.grpo_kl_coef > 0:
+                    with torch.no_grad():
+                        refs = score_group(self.policy, seqs, masks, teacher=True, share_prefix=self.share_prompt)
                 loss = 0.0
-                for t, lg, y, o in zip(members, logits, targets, old):
+                for t, lg, y, o, ref in zip(members, logits, targets, old, refs):
                     logp = losses.token_logprobs(lg / cfg.temperature, y)
                     a = advantage[id(t)].to(self.device).reshape(1)
                     loss = loss + losses.grpo_clip_loss(logp, o, a, None, cfg.clip_low, cfg.clip_high) * (
                         len(y) / batch.n_tokens)
+                    if ref is not None:
+                        kl = losses.k3_kl(logp, losses.token_logprobs(ref / cfg.temperature, y)).sum() / batch.n_tokens
+                        loss = loss + cfg.grpo_kl_coef * kl
+                        metrics["kl_ref"] += float(kl.detach()) / len(batches)
                     ratio = torch.exp(logp.detach() - o)
                     clipped = (ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)
                     metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)

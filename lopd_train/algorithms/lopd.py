@@ -6,9 +6,11 @@ One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task gro
    nothing was retrieved gets no supervision at all (``skipped_no_context``);
 2. **compose**: the composer encodes "task to solve + experience" for each retrieved experience into K latent
    tokens; the J·K latents replace a run of placeholder ids inside the first user turn (``lopd_train.context``);
-3. **teacher top-k** (no gradient): the frozen backbone re-scores the student's tokens with that context; its
-   top-M ids are the KL support (``--kl-support teacher``; the student's top-M with ``student``) and its
-   buckets (top-M + precise tail) the target;
+3. **teacher top-k**: the frozen backbone re-scores the student's tokens with that context; its top-M ids
+   are the KL support (``--kl-support teacher``; the student's top-M with ``student``) and its buckets (top-M
+   + precise tail), detached, the student's target. One pass per group serves both steps: the composer step
+   backpropagates through it (the student's step cannot change it: the teacher is the frozen backbone), and
+   the prompt before the latents runs without a graph;
 4. **student step**: reverse KL(p̂_S || p̂_T) on the support, token mean over the supervised tokens, AdamW;
 5. **composer step**: per rollout ``KL + β (m - δ) + λ L_anchor`` (``losses.composer_objective``), each
    supervised rollout weighing the same, its own AdamW; the anchor pulls the latents toward those of the
@@ -119,6 +121,8 @@ def same_prompt_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
 
 class LOPD(Algorithm):
     name = "lopd"
+    teacher_sees = ("J*K latent tokens composed from the top-J retrieved experiences (ablations: "
+                    "--freeze-composer, --no-use-margin, --margin m)")
     uses_bank = True
     extra_adapters = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
     has_cold_start = True
@@ -202,23 +206,30 @@ class LOPD(Algorithm):
             n_total += len(batch.trajectories)
             n_skipped += len(batch.trajectories) - sum(len(g.members) for g in groups)
             if not groups:
+                self.idle_steps()
                 continue
             n_rollouts, n_tokens = sum(len(g.members) for g in groups), sum(g.n_tokens for g in groups)
 
-            with torch.no_grad():
-                for g in groups:
+            # one pass of the composer and the teacher per group: the student step needs the teacher's values
+            # (detached), the composer step backpropagates through the same pass (the student's step cannot change
+            # it: the teacher is the frozen backbone and the composer has its own adapter); each optimiser steps
+            # once its gradients over all groups are in, the student's first
+            train_composer = not cfg.freeze_composer
+            for g in groups:
+                with torch.set_grad_enabled(train_composer):
                     # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders
                     z = self.compose(g.task, g.experiences)
-                    # 3. teacher top-k, no gradient: the KL support and the teacher's buckets (top-M + tail) on it
+                    # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
                     t_logp = self.teacher_logprobs(g, z)
                     g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
                                  [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
-                    g.q_teacher = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
-                    g.teacher_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
-                    del z, t_logp
+                    q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
+                    t_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
+                    del t_logp
+                g.q_teacher = [q.detach() for q in q_t]
+                g.teacher_logp_y = [lp.detach() for lp in t_logp_y]
 
-            # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens
-            for g in groups:
+                # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens
                 s_logp = [torch.log_softmax(x.float(), -1)
                           for x in score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)]
                 q_s = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(s_logp, g.support)]
@@ -228,40 +239,45 @@ class LOPD(Algorithm):
                 g.q_student = [q.detach() for q in q_s]
                 g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
                 del s_logp, q_s, loss
-            m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
-            for g in groups:  # δ of each rollout, for the dual update (the composer's own pass gives the same)
-                for t, lt, ls in zip(g.members, g.teacher_logp_y, g.student_logp_y):
+                for t, lt, ls in zip(g.members, g.teacher_logp_y, g.student_logp_y):  # δ, for the dual update
                     delta_sum += float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
                     delta_tokens += len(lt)
 
-            # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
-            if cfg.freeze_composer:
-                continue
-            for g in groups:
-                z = self.compose(g.task, g.experiences)
+                # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
+                if not train_composer:
+                    continue
                 z0 = self.anchor_latents(g)
-                t_logp = self.teacher_logprobs(g, z)
                 loss = 0.0
                 for k, t in enumerate(g.members):
-                    terms = losses.composer_objective(
-                        g.q_student[k], losses.topm_tail_logprobs(t_logp[k], g.support[k]), g.student_logp_y[k],
-                        t_logp[k].gather(-1, g.targets[k][:, None])[:, 0], t.reward, beta, cfg.margin, z, z0,
-                        cfg.anchor_coef)
+                    terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
+                                                      t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef)
                     weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
                     loss = loss + terms.loss * weight
                     m["composer_kl"] += terms.kl / n_rollouts / len(batches)
                     m["anchor"] += terms.anchor / n_rollouts / len(batches)
                 loss.backward()
-                del z, t_logp, loss
-            m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
+                del z, q_t, t_logp_y, loss
+            m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
+            if train_composer:
+                m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
 
         # 6. dual update: β <- max(0, β + η (m - δ̄)), δ̄ the token-weighted margin of this step
+        delta_sum, delta_tokens = self.dist.sum(delta_sum, delta_tokens)  # every rank's rollouts: one β for all
         m["margin_delta"] = delta_sum / delta_tokens if delta_tokens else 0.0
         if cfg.use_margin and delta_tokens:
             self.beta = losses.dual_update(self.beta, m["margin_delta"], cfg.margin, cfg.beta_lr)
         m.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
                  context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
         return m
+
+    def idle_steps(self) -> None:
+        """Nothing to supervise in this minibatch: in a data-parallel run this rank still takes the student's and
+        the composer's optimiser steps with the other ranks' averaged gradients (``lopd_train.distributed``);
+        in one process there is no step to take."""
+        if self.dist.world_size > 1:
+            self.step_optimizer(self.student_opt, self.student_params)
+            if not self.cfg.freeze_composer:
+                self.step_optimizer(self.composer_opt, self.composer_params)
 
     # ------------------------------------------------------------------ cold start
     def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
@@ -277,7 +293,7 @@ class LOPD(Algorithm):
         rng = np.random.default_rng(cfg.seed)
         order: list[int] = []
         curve = []
-        for step in tqdm(range(cfg.cold_start_steps if pool else 0), desc="cold start", unit="step",
+        for step in tqdm(range(cfg.cold_start_steps if self.dist.any(bool(pool)) else 0), desc="cold start", unit="step",
                          disable=not progress):
             if len(order) < cfg.cold_start_batch_size:  # reshuffle per pass over the pool
                 order += [int(j) for j in rng.permutation(len(pool))]

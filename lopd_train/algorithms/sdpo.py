@@ -1,62 +1,77 @@
-"""SDPO-style self-distillation baseline: the teacher is the current policy itself (no gradient) re-prompted
-with a successful attempt at the task as plain text, placed where LOPD puts its latent context (inside the
-first user turn, between the same framing texts: ``lopd_train.context``); the student minimises the same
-reverse KL over the top-M tokens + tail as in LOPD (support from ``--kl-support``). The successful attempt comes from
-the same group when one succeeded, otherwise from the experience bank (top-1 for the task, never the
-trajectory itself). Groups with neither give no signal.
+"""SDPO (self-distillation with rich feedback): the teacher is the model re-prompted with a hint for the
+rollout it re-scores, placed inside the first user turn through the chat template (``lopd_train.context``).
 
-It differs from LOPD only in the privileged context: explicit text (long, re-read every step) instead of
-J·K latent tokens from a trained composer, and no margin constraint.
+The hint of a rollout is, in this order:
+
+1. another successful attempt at **the same task**: a different success of its group, else a success of
+   that task in the experience bank from an earlier step; never the rollout's own success (not even an
+   identical copy of it), which would teach the student nothing it did not already do;
+2. otherwise, when no attempt at the task succeeded and the rollout failed, the environment's feedback on
+   that rollout (:func:`feedback_text`: its error results, failing tests, final evaluation);
+3. otherwise nothing: the rollout is not supervised (a lone success has nobody to learn from).
+
+Teacher (``--teacher base|ema``) and loss (``--distill-loss topk|sampled``) as in
+:class:`~lopd_train.algorithms.distill.SelfDistillation`.
 """
 
 from __future__ import annotations
 
-import torch
-
-from lopd_train import losses, models
-from lopd_train.algorithms.base import Algorithm
-from lopd_train.context import experience_text
+from lopd_train.algorithms.distill import SelfDistillation
+from lopd_train.context import experience_text, trace_text
 from lopd_train.experience import trace_key
-from lopd_train.scoring import score_group
+
+FRAMING = ("Before the task, here is information about it to help you answer.\n\n", "\n\n(end of the "
+           "information)\n\nNow solve the task yourself, from the beginning:\n\n")
+SOLUTION_HEAD = "A correct solution of this same task, from another attempt:\n"
+FEEDBACK_HEAD = "Feedback from the environment on an earlier attempt at this task, which failed:\n"
 
 
-class SDPO(Algorithm):
+def feedback_text(trace) -> str | None:
+    """What the environment said about a failed attempt: its steps whose result was an error, else its last
+    step's result (code envs: the evaluation summary with the failing tests), then the outcome. ``None``
+    when the trace holds no result at all."""
+    if trace is None:
+        return None
+    steps = [s for s in trace.steps if s.error and s.result] or [s for s in trace.steps if s.result][-1:]
+    if not steps:
+        return None
+    return "\n".join([s.render() for s in steps] + [f"Outcome: failure (reward {trace.reward:.2f})"])
+
+
+class SDPO(SelfDistillation):
     name = "sdpo"
-    uses_bank = True
+    teacher_sees = "another success at the same task (never its own), else the env's feedback on it"
+    framing = FRAMING
+    keep_end = True
 
-    def _demonstration(self, members) -> str | None:
+    _banked: dict[tuple[str, str], list[tuple[str, str]]] | None = None
+
+    def prepare(self, trajectories):
+        self._banked = None  # the bank grew since the last update
+        return {}
+
+    def banked_solutions(self, members) -> list[tuple[str, str]]:
+        """``(key, text)`` of the bank's successes of the group's task, oldest first (one pass over the bank
+        per update)."""
+        if self._banked is None:
+            self._banked = {}
+            for e in self.bank.all() if self.bank is not None else []:
+                self._banked.setdefault((e.env_id, e.task_id), []).append(
+                    (e.key, experience_text(e, self.cfg.experience_format)))
+        return self._banked.get((members[0].env_id, members[0].task_id), [])
+
+    def contexts(self, members):
+        fmt = self.cfg.experience_format
+        solutions = [(trace_key(t.trace), trace_text(t.trace, fmt)) for t in members if t.success and t.trace]
+        solutions += self.banked_solutions(members)
+        out = []
         for t in members:
-            if t.success and t.trace is not None:
-                return t.trace.render()
-        if self.retriever is None:
-            return None
-        own = [e.id for e in (self.bank.get_by_key(trace_key(t.trace)) for t in members if t.trace is not None) if e]
-        (hits,) = self.retriever.retrieve([members[0].task], k=1, exclude=[own])
-        return experience_text(hits[0], self.cfg.experience_format) if hits else None
-
-    def _clip(self, text: str) -> str:
-        """The demonstration cut to ``experience_tokens`` tokens, keeping its end (the actions and results)."""
-        ids = models.encode(self.tokenizer, text)
-        return self.tokenizer.decode(ids[-self.cfg.experience_tokens:]) if len(ids) > self.cfg.experience_tokens else text
-
-    def update(self, trajectories):
-        cfg = self.cfg
-        m = {"student_kl": 0.0, "grad_norm": 0.0, "context_fraction": 0.0}
-        batches = self.minibatches(trajectories)
-        for batch in batches:
-            for members in batch.groups_of():
-                demo = self._demonstration(members)
-                if demo is None:
-                    continue
-                seqs, masks, targets, _ = self.tensors(members)
-                _, t_seqs, t_masks = self.context_view(members, text=self._clip(demo))
-                with torch.no_grad():
-                    t_all = score_group(self.policy, t_seqs, t_masks, share_prefix=self.share_prompt)
-                s_all = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
-                loss = sum(losses.reverse_kl_topm(s, t, cfg.top_m, support=cfg.kl_support) * (len(y) / batch.n_tokens)
-                           for s, t, y in zip(s_all, t_all, targets))
-                loss.backward()
-                m["student_kl"] += float(loss.detach()) / len(batches)
-                m["context_fraction"] += len(members) / len(trajectories)
-            m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
-        return m
+            own = trace_key(t.trace) if t.trace is not None else None
+            other = next((text for key, text in solutions if key != own), None)
+            if other is not None:
+                out.append(SOLUTION_HEAD + self.clip(other))
+            elif not solutions and not t.success and feedback_text(t.trace) is not None:
+                out.append(FEEDBACK_HEAD + self.clip(feedback_text(t.trace)))
+            else:
+                out.append(None)
+        return out

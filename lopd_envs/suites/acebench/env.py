@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Sequence
 
 from lopd_envs.core import AgentEnv, Episode, Task
 from lopd_envs.suites.acebench.data import LANGUAGES, load_tasks
 from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
 from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
+from lopd_envs.tools import ToolCall, render_python_calls
 
 
 class ACEBenchEnv(AgentEnv):
@@ -40,6 +42,29 @@ class ACEBenchEnv(AgentEnv):
     def new_episode(self, task: Task) -> Episode:
         """Single-turn, multi-step or multi-turn, by the task's category."""
         return episode_for(self, task)
+
+    def reference_answer(self, task: Task) -> str | None:
+        """The ground truth as text, for teachers that read a reference (OPSD): normal tasks' gold calls in
+        the ``[f(a=1)]`` syntax; special tasks' expected reply (which parameters are missing or wrong, or the
+        refusal); agent tasks' milestones (``None`` where a task has none)."""
+        gold, kind = task.data.gold, task.category
+        if kind.startswith("agent"):
+            steps = task.data.milestones
+            return "Expected actions, in order:\n" + "\n".join(map(str, steps)) if steps else None
+        if kind == "special_irrelevant":
+            return str(gold)
+        if kind == "special_incomplete":
+            return "; ".join(f"Do not call {name} yet: ask the user for the missing "
+                             f"{', '.join(p.strip() for p in params)}." for name, params in gold.items())
+        if kind == "special_error_param":
+            return "; ".join(f"Do not call a function: tell the user that {name} = {', '.join(map(str, values))} "
+                             "is wrong." for name, values in gold.items())
+        if isinstance(gold, list):  # alternatives: any one of them passes
+            gold = gold[0]
+        known = {f["name"] for f in task.tools}
+        calls = [ToolCall(name if name in known else re.sub(r"_\d+$", "", name), dict(args))
+                 for name, args in gold.items()]
+        return render_python_calls(calls)
 
     def official_prompt(self) -> tuple[str, str] | None:
         """For agent episodes: the (system, user) text ACEBench's own loop would send the agent now."""

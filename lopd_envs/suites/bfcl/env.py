@@ -10,6 +10,7 @@ turn's otherwise empty user message, in the text and in that message's ``tools``
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
@@ -20,6 +21,7 @@ from lopd_envs.tasks import Task, select
 from lopd_envs.suites.bfcl import data
 from lopd_envs.suites.bfcl.decode import (
     DecodeError, decode_structured, decode_text, execution_strings, fc_execution_strings)
+from lopd_envs.suites.bfcl.gold import as_text, keyword_call, single_turn_gold_calls
 from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer
 from lopd_envs.suites.bfcl.prompts import additional_functions_message, opening_messages, prepare_docs
 from lopd_envs.suites.bfcl.single_turn import score_single_turn
@@ -232,6 +234,23 @@ class BFCLv3Env(AgentEnv):
         for name in select(category, data.CATEGORIES, data.GROUPS):
             source = str(locate(data.BFCL_V3, data.question_file(name), data_dir))
             yield from _category_tasks(name, data_dir, source)
+
+    def reference_answer(self, task: Task) -> str:
+        """The ground truth as text, for teachers that read a reference (OPSD): the gold calls in the
+        ``[f(a=1)]`` syntax of the task's language (one allowed value per parameter), per turn for multi-turn
+        tasks; for the categories scored without an answer, what passes (no call / a call)."""
+        item = task.data
+        if data.is_multi_turn(task.category):
+            turns = []
+            for k, calls in enumerate(item.answer):
+                gold = [keyword_call(c, item.entry["involved_classes"], self.data_dir) for c in calls]
+                turns.append(f"Turn {k + 1}: " + (as_text(gold) if gold else "(no call)"))
+            return "\n".join(turns)
+        if item.answer is None:
+            return ("Call one of the functions." if task.category == "live_relevance" else
+                    "Call none of the functions: none of them fits the request.")
+        calls = single_turn_gold_calls(item.functions, item.answer, item.language)
+        return as_text(calls, item.language) or json.dumps([c.to_dict() for c in calls], ensure_ascii=False)
 
     def tool_schemas(self, task: Task) -> list[dict[str, Any]]:
         return list(task.data.schemas("shown", task.tools, self.sanitize_tool_names))

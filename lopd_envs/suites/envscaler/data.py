@@ -220,6 +220,12 @@ def ours_paths() -> tuple[Path, Path]:
     return OURS_DIR / OURS_ENV_FILE, OURS_DIR / OURS_SCENARIO_FILE
 
 
+def ours_solutions() -> dict[str, Any]:
+    """lopd's own scripted solution of each of its scenarios, by scenario id (``build.py`` verified each
+    one reaches reward 1.0); not an EnvScaler file, so official scenarios have none."""
+    return read_json(OURS_DIR / "lopd_ours_solutions.json")
+
+
 @dataclass
 class Dataset:
     environments: dict[str, Environment]

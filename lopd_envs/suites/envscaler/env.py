@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, Sequence
 
@@ -80,6 +81,17 @@ class EnvScalerEnv(AgentEnv):
                                   function_schemas(environment),
                                   {"scenario": sc, "environment": environment, "conversational": conversational}))
         return tasks
+
+    def reference_answer(self, task: Task) -> str | None:
+        """The scripted solution's calls, one per line as ``<tool_call>`` JSON, for teachers that read a
+        reference (OPSD). Only lopd's own environments have one (``ours/lopd_ours_solutions.json``); the
+        official scenarios ship checks, not solutions, so theirs is ``None``."""
+        if self.origin != "ours":
+            return None
+        solution = data.ours_solutions().get(task.data["scenario"].task_id)
+        if not solution:
+            return None
+        return "\n".join("<tool_call>" + json.dumps(c, ensure_ascii=False) + "</tool_call>" for c in solution["calls"])
 
     def new_episode(self, task: Task) -> EnvScalerEpisode:
         if self._episode is not None:

@@ -62,6 +62,14 @@ class EvalPlusEnv(CodeEnv):
     def new_episode(self, task: Task) -> CodeEpisode:
         return CodeEpisode(self, task)
 
+    def reference_answer(self, task: Task) -> str:
+        """The canonical solution as a fenced answer (for teachers that read a reference, e.g. OPSD). A
+        HumanEval canonical solution is the body that completes the prompt; MBPP's is the whole function."""
+        problem = task.data
+        code = problem["prompt"] + problem["canonical_solution"] if self.dataset == "humaneval" else \
+            problem["canonical_solution"]
+        return "```python\n" + code.strip("\n") + "\n```"
+
     @property
     def groundtruth(self) -> GroundTruth:
         return groundtruth_for(self.dataset, self.path, self.sandbox)

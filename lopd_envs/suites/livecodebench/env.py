@@ -74,6 +74,11 @@ class LiveCodeBenchEnv(CodeEnv):
         self.test_timeout = int(test_timeout)
         super().__init__(category=category, **options)
 
+    def reference_answer(self, task: Task) -> None:
+        """LiveCodeBench problems carry tests but no reference solution: there is nothing for a teacher that
+        reads one (OPSD) to see."""
+        return None
+
     def new_episode(self, task: Task) -> LiveCodeBenchEpisode:
         return LiveCodeBenchEpisode(self, task)
 

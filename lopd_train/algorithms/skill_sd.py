@@ -1,0 +1,126 @@
+"""Skill-SD: successful traces are summarised by the model itself into short natural-language skills, kept
+in a skill bank; the teacher sees the skills retrieved for the task; the student minimises an
+importance-weighted reverse KL.
+
+* **Summaries** (:meth:`SkillSD.summarise`): every experience in the bank not yet summarised (the run's
+  successes and the ``--init-bank`` traces) is rendered into :data:`SUMMARY_PROMPT` and the student decodes
+  greedily, at most ``--skill-tokens`` tokens; the text is one skill. An empty summary is kept as attempted,
+  so it is not retried every step.
+* **Skill bank**: ``skills.sqlite`` beside the run's ``bank.sqlite`` (an :class:`ExperienceBank` whose
+  entries' text is the skill, so inserts are durable and de-duplicated), indexed by the same dense
+  retriever. Its rows also go into every checkpoint (``state_dict``) and are merged back on resume.
+* **Teacher context**: the top-J skills for the task (``--top-j``), never those summarised from the group's
+  own rollouts, as a bullet list in the first user turn.
+* **Loss**: the per-token reverse KL (``--distill-loss``) times ``min(p_S(y) / p_sampler(y), --importance-clip)``
+  (:func:`lopd_train.losses.importance_weighted_kl`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from lopd_train import losses, models
+from lopd_train.algorithms.distill import SelfDistillation
+from lopd_train.experience import ExperienceBank, Retriever, trace_key
+from lopd_train.rollout import SamplingConfig, generate
+
+SUMMARY_PROMPT = ("Below is a successful attempt at a task. Summarise, in one or two short sentences, the "
+                  "reusable skill it shows: what to do and which tool to use, not the specific values.\n\n"
+                  "{trajectory}\n\nSkill:")
+FRAMING = ("Skills learned from earlier successful attempts at similar tasks:\n",
+           "\n\n(end of the skills)\n\nTask:\n")
+
+
+@dataclass
+class SkillRecord:
+    """A skill in the shape :meth:`ExperienceBank.add` takes (a successful "trace" rendering to the skill)."""
+
+    env_id: str
+    task_id: str
+    task: str
+    skill: str
+    source: str  # the key of the experience it was summarised from
+    reward: float = 1.0
+    success: bool = True
+
+    def render(self) -> str:
+        return self.skill
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "skill": self.skill})
+
+
+class SkillSD(SelfDistillation):
+    name = "skill_sd"
+    teacher_sees = "natural-language skills the model summarised from successful traces, retrieved for the task"
+    framing = FRAMING
+
+    def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
+        super().__init__(policy, tokenizer, cfg, bank, retriever)
+        self.skills = ExperienceBank(bank.path.with_name("skills.sqlite")) if bank is not None else None
+        self.attempted: set[str] = set()  # experience keys already summarised (empty summaries included)
+        self._skill_retriever: Retriever | None = None
+
+    # ------------------------------------------------------------------ skill bank
+    def source_of(self, skill) -> str:
+        return json.loads(skill.trace)["source"]
+
+    @property
+    def skill_retriever(self) -> Retriever:
+        if self._skill_retriever is None:  # shares the experience retriever's embedding model
+            embedder = self.retriever.embedder if self.retriever is not None else None
+            self._skill_retriever = Retriever(self.skills, embedder=embedder)
+        return self._skill_retriever
+
+    def summary_prompt(self, experience) -> list[int]:
+        """The token ids the model summarises ``experience`` from (its compact trace in :data:`SUMMARY_PROMPT`)."""
+        text = models.render_chat(self.tokenizer, [{"role": "user", "content": SUMMARY_PROMPT.format(
+            trajectory=experience.text)}], tool_prompt="never")
+        return models.encode(self.tokenizer, text)
+
+    def summarise(self, experiences) -> list[str]:
+        """One skill per experience: the model's greedy summary, at most ``--skill-tokens`` tokens."""
+        if not experiences:
+            return []
+        cfg = SamplingConfig(max_new_tokens=self.cfg.skill_tokens, greedy=True)
+        was_training = self.policy.training
+        self.policy.eval()
+        with models.adapter(self.policy, self.student_adapter):
+            outs = generate(self.policy, self.tokenizer, [self.summary_prompt(e) for e in experiences], cfg)
+        self.policy.train(was_training)
+        return [self.tokenizer.decode(toks, skip_special_tokens=True).strip() for toks, *_ in outs]
+
+    def prepare(self, trajectories):
+        """Summarise the bank's experiences that have no skill yet, and index the new skills."""
+        todo = [e for e in (self.bank.all() if self.bank is not None else []) if e.key not in self.attempted]
+        records = [SkillRecord(e.env_id, e.task_id, e.task, skill, e.key)
+                   for e, skill in zip(todo, self.summarise(todo)) if skill]
+        self.attempted.update(e.key for e in todo)
+        added = self.skills.add(records) if records else []
+        self.skill_retriever.add(added)
+        return {"skills_added": float(len(added)), "skill_bank_size": float(len(self.skills))}
+
+    # ------------------------------------------------------------------ teacher context and loss
+    def contexts(self, members):
+        own = {trace_key(t.trace) for t in members if t.success and t.trace is not None}
+        exclude = [s.id for s in self.skills.all() if self.source_of(s) in own]
+        (hits,) = self.skill_retriever.retrieve([members[0].task], k=self.cfg.top_j, exclude=[exclude])
+        text = self.clip("\n".join(f"- {s.text}" for s in hits)) if hits else None
+        return [text] * len(members)
+
+    def token_loss(self, s_logits, t_logits, y, sampler_logp):
+        kl = super().token_loss(s_logits, t_logits, y, sampler_logp)
+        student_logp_y = losses.token_logprobs(s_logits / self.cfg.temperature, y)  # the sampler's scale
+        return losses.importance_weighted_kl(kl, student_logp_y, sampler_logp, self.cfg.importance_clip)
+
+    # ------------------------------------------------------------------ checkpoint state
+    def state_dict(self):
+        rows = [(s.env_id, s.task_id, s.task, s.text, self.source_of(s)) for s in self.skills.all()]
+        return {**super().state_dict(), "skills": rows, "attempted": sorted(self.attempted)}
+
+    def load_state_dict(self, state):
+        super().load_state_dict(state)
+        self.skills.add([SkillRecord(*row) for row in state["skills"]])
+        self.attempted = set(state["attempted"])
+        self._skill_retriever = None  # rebuilt from the skill bank on first use

@@ -166,8 +166,11 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
 
 def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str | None], cfg: SamplingConfig,
                  groups: Sequence[int] | None = None, seeds: Sequence[int | None] | None = None,
-                 pool: ThreadPoolExecutor | None = None) -> list[Trajectory]:
-    """Run one episode per env (``tasks[i]`` picks the task, ``None``: the seed does), all in lockstep."""
+                 pool: ThreadPoolExecutor | None = None, generator=None) -> list[Trajectory]:
+    """Run one episode per env (``tasks[i]`` picks the task, ``None``: the seed does), all in lockstep.
+    ``generator`` samples the turns (default :func:`generate`, HF; ``lopd_train.rollout_vllm.VLLMRollout``
+    takes the same arguments and returns the same records)."""
+    generator = generator or generate
     groups = list(groups) if groups is not None else list(range(len(envs)))
     seeds = list(seeds) if seeds is not None else [None] * len(envs)
     own_pool = pool is None
@@ -191,7 +194,7 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
             active = [ep for ep in live if not ep.done]
             if not active:
                 break
-            outs = generate(model, tokenizer, [ep.ids for ep in active], cfg)
+            outs = generator(model, tokenizer, [ep.ids for ep in active], cfg)
             actions = []
             for ep, (toks, lps, ended, extra) in zip(active, outs):
                 if extra is not None:

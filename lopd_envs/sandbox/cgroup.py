@@ -177,8 +177,9 @@ class Cgroup:
 
     @property
     def enterable(self) -> bool:
-        """Whether :meth:`start_inside` works here (cgroup v1: a single thread may change cgroups)."""
-        return self.version == 1
+        """Whether :meth:`start_inside` works here (cgroup v1, where a single thread may change cgroups, and
+        a thread may move into a run's cgroups and back: checked once)."""
+        return self.version == 1 and _thread_moves_work(tuple(f.parent for f in self.folders))
 
     def start_inside(self, start: Callable[[], T]) -> T:
         """``start()`` called from a thread that sits in this run's cgroups for the duration of the call, so
@@ -251,6 +252,37 @@ def _join(folder: Path) -> None:
         os.write(fd, b"0")
     finally:
         os.close(fd)
+
+
+@functools.lru_cache(maxsize=None)
+def _thread_moves_work(parents: tuple[Path, ...]) -> bool:
+    """Move a helper thread into a throw-away cgroup under each of ``parents`` and back to the process's own
+    cgroup. A host that delegates the subtree but not the parent's ``tasks`` file fails here, not in a
+    run (where a thread stuck inside would make the run's cgroup undeletable)."""
+    probes = [parent / f"probe-{os.getpid()}" for parent in parents]
+
+    def move() -> bool:
+        moved = []
+        try:
+            for probe in probes:
+                probe.mkdir(exist_ok=True)
+                _join(probe)
+                moved.append(probe)
+            return True
+        except OSError:
+            return False
+        finally:
+            try:
+                for probe in moved:
+                    _join(probe.parent.parent)
+            except OSError:
+                return False  # stuck: the helper thread exits with the probe, which then stays behind
+
+    with ThreadPoolExecutor(1) as pool:
+        ok = pool.submit(move).result()
+    for probe in probes:
+        _remove_quietly(probe)
+    return ok
 
 
 _helper: ThreadPoolExecutor | None = None

@@ -1,12 +1,19 @@
 """Time and peak memory of one LOPD update against one GRPO-style update (policy gradient only), on the same
 batch and the same model. Prints the ratios (targets: time <= 1.5x, memory <= 1.3x).
 
-    python benchmarks/trainer_step.py                       # SmolLM2-135M-Instruct, 2 tasks x 4 rollouts
+    python benchmarks/trainer_step.py            # SmolLM2-135M-Instruct, 1 task x 4 rollouts, one timed pair
     python benchmarks/trainer_step.py --model tiny-random --reps 2
+    python benchmarks/trainer_step.py --sweep --tasks 2 --group 2   # learning rates x LoRA ranks
+    (results, with their commands and load averages: benchmarks/results/trainer_step/)
+
+The defaults are small (one task group, 256-token prompts, 32 sampled tokens, a warm-up then one timed pair,
+memory from one update) so that a run ends in minutes on a shared 2-core machine; pass ``--tasks 2
+--prompt-tokens 384 --completion-tokens 64 --reps 3`` for the shape of the earlier figures below.
 
 Time: GRPO and LOPD updates alternate in one process on the same policy and batch (other jobs on a shared
-machine then slow both alike); medians and best-of are reported. Memory: each algorithm alone in a fresh
-process (so one cannot reuse the other's allocator pages). The batch is
+machine then slow both alike); the warm-up pair is not counted; medians and best-of are reported. Memory:
+each algorithm alone in a fresh process (so one cannot reuse the other's allocator pages; the two processes
+run side by side). The batch is
 synthetic but shaped like a BFCL rollout batch: ``--tasks`` tasks x ``--group`` rollouts, a chat prompt of
 about ``--prompt-tokens`` tokens and ``--completion-tokens`` sampled tokens each, half of them successful;
 LOPD retrieves J experiences per task from a bank of successful traces. Memory: on CUDA the peak allocated
@@ -26,15 +33,25 @@ on a 2-core machine at load average 5.4 (shared with other jobs): update time 2.
 arguments) and ``--sweep`` could not finish on that machine at load averages of 10-16; rerun them on a
 quieter one. The script prints the load average beside its figures.
 
-Where LOPD's extra time goes: the teacher's forward over [prompt with J*K latent tokens; continuations]
-twice (once without gradient for the top-k support, once with it for the composer, whose gradient must
-reach the latent tokens), and the composer's encoder (the backbone with its LoRA) over the retrieved
-experiences, once without and once with its graph. The student's own pass is GRPO's.
+Where LOPD's extra time goes (``SectionTimer`` prints the split of the LOPD update): the composer's encoder
+(the backbone with its LoRA) over the J retrieved experiences, forward and backward; the teacher's forward
+over [prompt with J*K latent tokens; continuations] and its backward to the latents; the student's own
+pass is GRPO's. Since this revision the teacher and the encoder run once per group, not twice (a
+no-gradient pass for the student's target and a second one with a graph for the composer: the student's step
+cannot change the frozen teacher, so one pass serves both), and the teacher's prompt before the first latent
+(system prompt and tool listing) runs without a graph, so the teacher's backward covers only the latents,
+the task and the continuations. The price is memory: the encoder's and the teacher's graphs are alive
+during the student's step.
+
+Sweep (``--sweep``, see ``sweep_worker``): the learning-rate and LoRA-rank measurement behind the defaults in
+``lopd_train/algorithms/lopd.py``'s knob table; it needs ``--tasks 2`` or more (the last task is held
+back) and samples the batch's completions from the model itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -43,6 +60,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +136,27 @@ def synthetic_batch(tokenizer, args, rng):
     return trajectories, traces
 
 
-def setup(args, algos: list[str], **overrides):
+def sample_completions(policy, tokenizer, trajectories, args) -> None:
+    """Replace the synthetic completions by the model's own samples (temperature 1, at most
+    ``--completion-tokens``), so the batch is made of real rollouts of that model on the batch's prompts."""
+    import torch
+
+    from lopd_train import models
+    from lopd_train.context import attach_transcript
+    from lopd_train.rollout import SamplingConfig, generate
+
+    torch.manual_seed(0)
+    prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
+    with models.adapter(policy, "student"):
+        outs = generate(policy, tokenizer, prompts, SamplingConfig(max_new_tokens=args.completion_tokens))
+    for t, prompt, (toks, *_rest) in zip(trajectories, prompts, outs):
+        toks = toks or [tokenizer.eos_token_id]
+        t.input_ids, t.action_mask = prompt + toks, [0] * len(prompt) + [1] * len(toks)
+        t.sample_logprobs = [0.0] * len(t.input_ids)
+        attach_transcript(t.trace, tokenizer.decode(t.input_ids))
+
+
+def setup(args, algos: list[str], sampled: bool = False, **overrides):
     """The policy (with the adapters the algorithms declare), the synthetic batch with what the sampler
     would have recorded, and one algorithm object per name, all on the same policy."""
     import numpy as np
@@ -146,6 +184,8 @@ def setup(args, algos: list[str], **overrides):
     if args.gradient_checkpointing:
         policy.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     trajectories, traces = synthetic_batch(tok, args, np.random.default_rng(0))
+    if sampled:
+        sample_completions(policy, tok, trajectories, args)
     tmp = tempfile.TemporaryDirectory()
     bank = retriever = None
     if any(ALGORITHMS[a].uses_bank for a in algos):
@@ -188,6 +228,59 @@ def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> 
     return elapsed
 
 
+class SectionTimer:
+    """Wall time per section of an LOPD update, by wrapping the methods each section calls (``compose``,
+    ``teacher_logprobs``, the student's ``score_group``, ``anchor_latents``, the optimiser steps) and
+    ``Tensor.backward``, whose time goes to the section that ran just before it (the student's forward, or
+    the composer's anchor): so the split needs no timers inside ``lopd.py``. Not used for the ratios."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.last = "other"
+        self.depth = 0
+        self._undo: list = []
+
+    def _wrap(self, owner, name, label):
+        fn = getattr(owner, name)
+        timer = self
+
+        def timed(*a, **k):
+            if timer.depth:  # inside another timed section (the teacher's scorer, the snapshot's compose)
+                return fn(*a, **k)
+            lab = label(a, k) if callable(label) else label
+            timer.depth += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                timer.seconds[lab] = timer.seconds.get(lab, 0.0) + time.perf_counter() - t0
+                timer.last, timer.depth = lab, timer.depth - 1
+        setattr(owner, name, timed)
+        self._undo.append((owner, name, fn))
+
+    def __enter__(self):
+        import torch
+
+        from lopd_train.algorithms import lopd
+        from lopd_train.algorithms.base import Algorithm
+
+        after = {"student forward": "student backward", "anchor (cached)": "composer backward"}
+        self._wrap(lopd.LOPD, "compose", "compose (encoder + Q-Former)")
+        self._wrap(lopd.LOPD, "teacher_logprobs", "teacher forward")
+        self._wrap(lopd.LOPD, "anchor_latents", "anchor (cached)")
+        self._wrap(lopd, "score_group", lambda a, k: "teacher forward" if k.get("teacher") else "student forward")
+        self._wrap(Algorithm, "step_optimizer", "optimiser steps")
+        self._wrap(torch.Tensor, "backward", lambda a, k: after.get(self.last, "other backward"))
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, fn in reversed(self._undo):
+            setattr(owner, name, fn)
+        total = time.perf_counter() - self.t0
+        self.seconds["rest (retrieve, buckets, losses)"] = total - sum(self.seconds.values())
+
+
 def timed_update(algo, trajectories, device):
     import torch
 
@@ -227,7 +320,10 @@ def timing_worker(args) -> dict:
     for rep in range(args.reps + 1):
         for name, algo in objs.items():
             roll = timed_rollout(policy, tok, cfg, trajectories, args, type(algo).records_top_m(cfg))
-            r = timed_update(algo, trajectories, device)
+            with SectionTimer() if name == "lopd" else contextlib.nullcontext() as sections:
+                r = timed_update(algo, trajectories, device)
+            if rep and sections is not None:
+                out[name].setdefault("sections", []).append(sections.seconds)
             if rep:
                 out[name]["times"].append(r["seconds"])
                 out[name]["cpu_times"].append(r["cpu_seconds"])
@@ -238,26 +334,142 @@ def timing_worker(args) -> dict:
     return out
 
 
+def held_back_student_kl(algo, trajectories) -> float:
+    """The student loss of an LOPD update (reverse KL on the teacher's top-M + tail, token mean) on
+    ``trajectories``, without a step: the same sections as ``LOPD.update`` steps 1-4."""
+    import torch
+
+    from lopd_train import losses
+    from lopd_train.algorithms.base import Batch
+    from lopd_train.scoring import score_group
+
+    members_of = Batch(trajectories).groups_of()
+    total, n_tokens = 0.0, 0
+    with torch.no_grad():
+        groups = [algo.group(ms, exps) for ms, exps in zip(members_of, algo.retrieve(members_of)) if exps]
+    for g in groups:
+        with torch.no_grad():
+            t_logp = algo.teacher_logprobs(g, algo.compose(g.task, g.experiences))
+            s_logits = score_group(algo.policy, g.seqs, g.masks, share_prefix=algo.share_prompt)
+        for lt, ls in zip(t_logp, s_logits):
+            idx = losses.kl_support(None, lt, algo.cfg.top_m, "teacher")
+            q_s = losses.topm_tail_logprobs(ls.float().log_softmax(-1), idx)
+            total += float(losses.bucket_kl(q_s, losses.topm_tail_logprobs(lt, idx)).sum())
+            n_tokens += lt.shape[0]
+    return total / max(n_tokens, 1)
+
+
+def held_back_nll(algo, trajectories) -> float:
+    """The cold-start objective on ``trajectories`` without a step: NLL of their sampled tokens under the
+    teacher with their retrieved latent context (``LOPD.cold_start_step``'s loss), token mean."""
+    import torch
+
+    from lopd_train.algorithms.lopd import same_prompt_groups
+
+    members_of = same_prompt_groups(trajectories)
+    total, n_tokens = 0.0, 0
+    for members, exps in zip(members_of, algo.retrieve(members_of)):
+        if not exps:
+            continue
+        g = algo.group(members, exps)
+        with torch.no_grad():
+            t_logp = algo.teacher_logprobs(g, algo.compose(g.task, exps))
+        for lp, y in zip(t_logp, g.targets):
+            total -= float(lp.gather(-1, y[:, None]).sum())
+            n_tokens += len(y)
+    return total / max(n_tokens, 1)
+
+
 def sweep_worker(args) -> dict:
-    """The learning-rate measurement behind the defaults (``--sweep``): on one fixed batch, for each rate,
-    (a) the student's KL to a fixed teacher (composer frozen) over ``--sweep-steps`` LOPD updates, and (b) the
-    cold-start NLL over as many composer steps. Each rate starts from the same fresh adapters."""
-    out: dict = {"student": {}, "composer": {}}
-    for lr in args.sweep_lrs:
-        _, trajectories, objs, tmp, _ = setup(args, ["lopd"], lr=lr, freeze_composer=True)
-        out["student"][str(lr)] = [objs["lopd"].update(trajectories)["student_kl"] for _ in range(args.sweep_steps)]
-        print(f"student lr {lr:g}: {out['student'][str(lr)]}", file=sys.stderr, flush=True)
+    """The measurement behind the learning-rate and LoRA-rank defaults (``--sweep``). Per LoRA rank r (the
+    student's and the composer's encoder adapter): one SmolLM2 setup whose completions are the model's own
+    samples, ``--tasks`` tasks: the first ``--tasks - 1`` are the training batch, the last is held back. Per
+    learning rate (student and composer alike), from the same fresh adapters and Q-Former:
+
+    * student: ``--sweep-steps`` LOPD updates on the training batch with the composer frozen (a fixed
+      teacher), the student KL of each update, and that KL on the held-back batch before and after;
+    * composer: ``--sweep-steps`` cold-start steps on the training batch (all its rollouts as successes),
+      the NLL of each step, and the NLL of the held-back batch before and after.
+
+    A run is unstable when a value becomes non-finite, a step is skipped, or the held-back value rises."""
+    import dataclasses
+
+    import torch
+
+    from lopd_train import models
+    from lopd_train.algorithms import ALGORITHMS
+
+    if args.tasks < 2:
+        raise SystemExit("--sweep needs --tasks 2 or more (the last task is the held-back batch)")
+    partial = Path(args.json + ".partial") if args.json else None  # resumable: finished runs are kept there
+    out: dict = json.loads(partial.read_text()) if partial and partial.exists() else {"ranks": {}}
+    for r in args.sweep_ranks:
+        done = out["ranks"].get(str(r), {}).get("composer", {})
+        if all(str(lr) in done for lr in args.sweep_lrs):
+            continue
+        args.lora_r = r
+        _, trajectories, objs, tmp, (policy, tok, cfg) = setup(
+            args, ["lopd"], sampled=True, composer_lora_r=r, composer_lora_alpha=2 * r)
+        n_train = sum(1 for t in trajectories if t.group < args.tasks - 1)
+        train, held = trajectories[:n_train], trajectories[n_train:]
+        bank, retriever = objs["lopd"].bank, objs["lopd"].retriever
+        fresh = {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n}
+        res = out["ranks"].setdefault(str(r), {"student": {}, "composer": {}})
+        res["tokens"] = {"train": sum(t.n_actions for t in train), "held_back": sum(t.n_actions for t in held)}
+
+        def fresh_lopd(**kw):
+            with torch.no_grad():
+                for n, p in policy.named_parameters():
+                    if n in fresh:
+                        p.copy_(fresh[n])
+            torch.manual_seed(0)  # the same Q-Former for every rate
+            return ALGORITHMS["lopd"](policy, tok, dataclasses.replace(cfg, **kw), bank, retriever)
+
+        for lr in args.sweep_lrs:
+            if str(lr) in res["composer"]:
+                continue
+            t0 = time.process_time()
+            algo = fresh_lopd(lr=lr, composer_lr=lr, freeze_composer=True)
+            before = held_back_student_kl(algo, held)
+            curve = [algo.update(train)["student_kl"] for _ in range(args.sweep_steps)]
+            res["student"][str(lr)] = {"train_kl": curve, "held_back_kl": [before, held_back_student_kl(algo, held)],
+                                       "skipped_steps": algo.skipped_steps}
+            algo = fresh_lopd(lr=lr, composer_lr=lr, cold_start_steps=args.sweep_steps,
+                              cold_start_batch_size=len(train))
+            for t in train:
+                t.success = True
+            before, log = held_back_nll(algo, held), []
+            algo.cold_start(train, log=log.append)
+            res["composer"][str(lr)] = {"train_nll": [row["cold_start_nll"] for row in log],
+                                        "held_back_nll": [before, held_back_nll(algo, held)],
+                                        "skipped_steps": algo.skipped_steps}
+            print(f"r {r} lr {lr:g} ({time.process_time() - t0:.0f} CPU s): student {res['student'][str(lr)]}; "
+                  f"composer {res['composer'][str(lr)]}", file=sys.stderr, flush=True)
+            if partial:
+                partial.write_text(json.dumps(out))
         tmp.cleanup()
-        _, trajectories, objs, tmp, _ = setup(args, ["lopd"], composer_lr=lr, cold_start_steps=args.sweep_steps,
-                                              cold_start_batch_size=len(trajectories))
-        for t in trajectories:
-            t.success = True
-        curve: list = []
-        objs["lopd"].cold_start(trajectories, log=curve.append)
-        out["composer"][str(lr)] = [row["cold_start_nll"] for row in curve]
-        print(f"composer lr {lr:g}: {out['composer'][str(lr)]}", file=sys.stderr, flush=True)
-        tmp.cleanup()
+        del policy, objs
     return out
+
+
+def print_sweep(result: dict) -> None:
+    """One table per part: per rank and rate, the training curve, the held-back value before -> after and
+    its relative drop, and whether the run stayed stable."""
+    import math
+
+    for part, train_key, held_key, what in (
+            ("student", "train_kl", "held_back_kl", "student KL (composer frozen), per LOPD update"),
+            ("composer", "train_nll", "held_back_nll", "composer cold-start NLL, per step")):
+        print(what)
+        print(f"  {'r':>3s} {'lr':>7s}  {'training batch':<40s} {'held back before -> after':<28s} {'drop':>7s} stable")
+        for r, res in result["ranks"].items():
+            for lr, row in res[part].items():
+                curve, (b, a) = row[train_key], row[held_key]
+                values = curve + [b, a]
+                stable = all(math.isfinite(v) for v in values) and not row["skipped_steps"] and a <= b
+                drop = (b - a) / abs(b) if b else float("nan")
+                print(f"  {r:>3s} {float(lr):7.0e}  {' '.join(f'{v:.4g}' for v in curve):<40s} "
+                      f"{b:.5g} -> {a:.5g}{'':<8s} {drop:+7.1%} {'yes' if stable else 'NO'}")
 
 
 def run_worker(mode: str, passthrough: list[str]) -> dict:
@@ -274,15 +486,15 @@ def run_worker(mode: str, passthrough: list[str]) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m-instruct")
-    p.add_argument("--tasks", type=int, default=2)
+    p.add_argument("--tasks", type=int, default=1)
     p.add_argument("--group", type=int, default=4)
-    p.add_argument("--prompt-tokens", type=int, default=384)
-    p.add_argument("--completion-tokens", type=int, default=64)
+    p.add_argument("--prompt-tokens", type=int, default=256)
+    p.add_argument("--completion-tokens", type=int, default=32)
     p.add_argument("--bank-size", type=int, default=12)
     p.add_argument("--experience-tokens", type=int, default=128)
     p.add_argument("--lora-r", type=int, default=16)
-    p.add_argument("--reps", type=int, default=3, help="timed update pairs (GRPO, LOPD) after a warm-up pair")
-    p.add_argument("--memory-reps", type=int, default=1, help="updates after a warm-up in each memory process")
+    p.add_argument("--reps", type=int, default=1, help="timed update pairs (GRPO, LOPD) after a warm-up pair")
+    p.add_argument("--memory-reps", type=int, default=0, help="updates after a warm-up in each memory process")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--threads", type=int, default=0)
@@ -290,7 +502,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--kl-support", default="teacher", choices=["teacher", "student"])
     p.add_argument("--sweep", action="store_true", help="measure the learning rates instead (see sweep_worker)")
-    p.add_argument("--sweep-lrs", type=float, nargs="+", default=[1e-5, 1e-4, 1e-3])
+    p.add_argument("--sweep-lrs", type=float, nargs="+", default=[1e-5, 5e-5, 1e-4, 3e-4])
+    p.add_argument("--sweep-ranks", type=int, nargs="+", default=[8, 16])
     p.add_argument("--sweep-steps", type=int, default=3)
     p.add_argument("--worker", choices=["lopd", "grpo", "timing", "sweep"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -300,13 +513,19 @@ def main(argv=None) -> int:
         print("RESULT " + json.dumps(result), flush=True)
         return 0
     if args.sweep:
-        result = run_worker("sweep", [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--sweep"])
-        for part, what in (("student", "student KL per update (composer frozen)"),
-                           ("composer", "cold-start NLL per step")):
-            print(what)
-            for lr, curve in result[part].items():
-                drop = (curve[0] - curve[-1]) / abs(curve[0]) if curve and curve[0] else float("nan")
-                print(f"  lr {float(lr):7.0e}: " + " ".join(f"{v:.5g}" for v in curve) + f"   ({drop:+.1%} drop)")
+        sweep_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--sweep"]
+        started, c0 = time.perf_counter(), os.times()
+        result = run_worker("sweep", sweep_argv)
+        c1 = os.times()
+        print(f"model {args.model}; {args.tasks - 1} training task(s) + 1 held back, {args.group} sampled "
+              f"rollouts each; {args.sweep_steps} steps per run")
+        print_sweep(result)
+        result["cpu_seconds"] = (c1.children_user + c1.children_system) - (c0.children_user + c0.children_system)
+        result["wall_seconds"] = time.perf_counter() - started
+        result["load_average"] = os.getloadavg()
+        print(f"sweep: {result['wall_seconds']:.0f} s wall, {result['cpu_seconds']:.0f} s CPU; load average "
+              + " ".join(f"{x:.1f}" for x in result["load_average"]) + "; command: python benchmarks/trainer_step.py "
+              + " ".join(sys.argv[1:] if argv is None else argv))
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=2))
         return 0
@@ -314,8 +533,10 @@ def main(argv=None) -> int:
     if "--json" in argv:
         i = argv.index("--json")
         del argv[i:i + 2]
+    started = time.perf_counter()
     timing = run_worker("timing", argv)
-    mem = {a: run_worker(a, argv) for a in ("grpo", "lopd")}
+    with ThreadPoolExecutor(2) as pool:  # one process each, side by side (memory does not depend on timing)
+        mem = dict(zip(("grpo", "lopd"), pool.map(lambda a: run_worker(a, argv), ("grpo", "lopd"))))
     g, l = timing["grpo"], timing["lopd"]
     summary = {
         "model": args.model, "device": mem["grpo"]["device"],
@@ -344,6 +565,15 @@ def main(argv=None) -> int:
           f"{summary['cpu_time_ratio_median']:.2f} CPU (target <= 1.5); peak memory ratio "
           f"{summary['peak_memory_ratio']:.2f} (target <= 1.3), update-only memory ratio "
           f"{summary['update_memory_ratio']:.2f}")
+    if l.get("sections"):
+        split = {k: statistics.median(r.get(k, 0.0) for r in l["sections"]) for k in l["sections"][0]}
+        total = sum(split.values())
+        print("LOPD update by section (median s, share): " + "; ".join(
+            f"{k} {v:.2f} ({v / total:.0%})" for k, v in sorted(split.items(), key=lambda kv: -kv[1])))
+        summary["lopd_sections_median"] = split
+    summary["benchmark_wall_seconds"] = time.perf_counter() - started
+    print(f"benchmark wall time {summary['benchmark_wall_seconds']:.0f} s; command: python benchmarks/trainer_step.py "
+          + " ".join(argv))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
     return 0

@@ -92,6 +92,30 @@ def _cache_kw(body) -> str:
     return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2 renamed it
 
 
+def _cached(out):
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
+def _prefix_states(body, emb: torch.Tensor, frozen: int) -> tuple[torch.Tensor, object]:
+    """Hidden states ``[n, d]`` and key/value cache of the prompt embeddings ``emb`` ``[n, d]``.
+
+    The first ``frozen`` positions run without a graph. For a teacher (the frozen backbone) the only trainable
+    input is the latent context, so nothing before the first latent depends on a trainable tensor: its states
+    are constants whether or not autograd records them, and recording them would only cost memory and a
+    backward pass over the system prompt and tool listing (most of a BFCL prompt). The rest of the prompt
+    attends to that cached part as it would in one pass."""
+    if not frozen or not torch.is_grad_enabled():
+        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+        return out.last_hidden_state[0], _cached(out)
+    with torch.no_grad():
+        head = body(inputs_embeds=emb[:frozen].unsqueeze(0), use_cache=True)
+    cache = _cached(head)
+    if frozen == emb.shape[0]:
+        return head.last_hidden_state[0], cache
+    tail = body(inputs_embeds=emb[frozen:].unsqueeze(0), use_cache=True, **{_cache_kw(body): cache})
+    return torch.cat([head.last_hidden_state[0], tail.last_hidden_state[0]]), _cached(tail)
+
+
 def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
                 inject: tuple[Sequence[int], torch.Tensor] | None = None, teacher: bool = False,
                 share_prefix: bool = True) -> list[torch.Tensor]:
@@ -101,7 +125,9 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
 
     The rollouts of one task share their prompt: it is run once, and its key/value cache (which carries
     gradients) is expanded over the group's continuations, so a group of G costs one prompt plus G
-    continuations instead of G full sequences. The result equals scoring each sequence alone.
+    continuations instead of G full sequences. The result equals scoring each sequence alone, and so does the
+    gradient; for a teacher with latents, the prompt before the first latent runs without a graph
+    (:func:`_prefix_states`).
     """
     if not share_prefix:
         if teacher:
@@ -111,11 +137,11 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
     n = common_prefix_length(seqs, masks)
     with models.base_only(peft_model) if teacher else contextlib.nullcontext():
         emb = embed(seqs[0][:n])
+        frozen = 0
         if inject is not None:
             emb = inject_embeddings(emb, *inject)
-        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
-        h_prefix = out.last_hidden_state[0]
-        cache = out["cache"] if "cache" in out else out["past_key_values"]
+            frozen = min(int(inject[0][0]), n) if teacher and len(inject[0]) else 0
+        h_prefix, cache = _prefix_states(body, emb, frozen)
         rests = [s[n:] for s in seqs]
         width = max(len(r) for r in rests)
         h_rest = None

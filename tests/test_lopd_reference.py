@@ -47,7 +47,9 @@ def test_the_kl_support_follows_the_flag(tmp_path, support):
     other = expected_student_kl(algo, trajs, "student" if support == "teacher" else "teacher")
     assert abs(want - other) > 2e-2 * abs(want)  # the two supports really differ on this batch (by ~6%)
     metrics = algo.update(trajs)
-    assert metrics["student_kl"] == pytest.approx(want, rel=2e-3)  # shared-prompt scoring: fp32 noise only
+    # shared-prompt scoring (the teacher's pre-latent prompt cached apart, exact in float64: tests/test_scoring.py):
+    # fp32 noise only, ~5e-8 on a KL of ~2e-5
+    assert metrics["student_kl"] == pytest.approx(want, rel=5e-3)
 
 
 def test_kl_support_picks_the_teacher_top_m_by_default():

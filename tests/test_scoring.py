@@ -1,0 +1,53 @@
+"""The shared-prompt scorer gives a teacher with latent context the same logits *and the same gradient on the
+latents* as scoring each sequence alone, although it runs the prompt before the first latent without a graph
+(``lopd_train.scoring._prefix_states``). In float64, so that "the same" means far below fp32 noise."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lopd_train import models
+from lopd_train.scoring import score_group, teacher_logits
+
+
+@pytest.fixture()
+def group():
+    torch.manual_seed(0)
+    base, _ = models.tiny_model()
+    base = base.double()
+    peft_model = models.wrap_lora(base, {"student": models.lora_config(4, 8)})
+    prompt = torch.randint(3, 200, (14,))
+    seqs = [torch.cat([prompt, torch.randint(3, 200, (k,))]) for k in (6, 9, 4)]
+    masks = [torch.tensor([0] * 14 + [1] * (len(s) - 14)) for s in seqs]
+    masks[1][17:19] = 0  # an observation inside the continuation
+    return peft_model, seqs, masks
+
+
+@pytest.mark.parametrize("start", [0, 5])  # latents at the very start (nothing to freeze) and after a prefix
+def test_teacher_latent_gradient_with_a_shared_prompt_equals_scoring_each_sequence(group, start):
+    peft_model, seqs, masks = group
+    d = peft_model.get_base_model().config.hidden_size
+    z0 = torch.randn(4, d, dtype=torch.float64)
+    positions = list(range(start, start + 4))
+    weights = [torch.randn(int(m.sum()), 1, dtype=torch.float64) for m in masks]  # a loss that weighs every logit differently
+
+    def grad_of(shared: bool):
+        z = z0.clone().requires_grad_(True)
+        if shared:
+            logits = score_group(peft_model, seqs, masks, (positions, z), teacher=True)
+        else:
+            logits = [teacher_logits(peft_model, s, m, (positions, z)) for s, m in zip(seqs, masks)]
+        sum((lg.log_softmax(-1) * w).sum() for lg, w in zip(logits, weights)).backward()
+        return [lg.detach() for lg in logits], z.grad
+
+    shared_logits, shared_grad = grad_of(True)
+    alone_logits, alone_grad = grad_of(False)
+    for a, b in zip(shared_logits, alone_logits):
+        assert a.shape == b.shape and torch.allclose(a, b, rtol=0, atol=1e-10)
+    assert shared_grad.abs().sum() > 0
+    # ~1e-7 relative either way (the rotary tables are built in fp32 even for a float64 model); a wrong position or
+    # a lost gradient is off by orders of magnitude more
+    assert torch.allclose(shared_grad, alone_grad, rtol=1e-6, atol=1e-7)
+    # no trainable weight was reached through the teacher (all adapters off)
+    assert all(p.grad is None for n, p in peft_model.named_parameters() if "lora_" in n)

@@ -59,3 +59,21 @@ def test_a_file_that_is_not_a_gguf_is_a_clear_error_and_leaves_nothing(tmp_path)
     with pytest.raises(ValueError):
         dequantised_copy(bad, tmp_path / "out.gguf")
     assert not (tmp_path / "out.gguf").exists() and not list(tmp_path.glob(".out.gguf-*"))
+
+
+@pytest.mark.slow
+def test_smollm2_f32_copy_loads_into_exactly_the_hf_backends_weights():
+    """What llama.cpp serves is what ``hf`` runs: transformers reading the F32 copy gives the cached
+    checkpoint's tensors bit for bit (q/k permutation and tied embeddings included)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from lopd_train import models
+    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+
+    f32 = smollm2_f32_gguf()
+    ours = AutoModelForCausalLM.from_pretrained(models.resolve(models.DEFAULT_MODEL), dtype=torch.float32).state_dict()
+    served = AutoModelForCausalLM.from_pretrained(str(f32.parent), gguf_file=f32.name, dtype=torch.float32).state_dict()
+    assert set(ours) == set(served)
+    different = [k for k in ours if not torch.equal(ours[k], served[k])]
+    assert not different, different[:5]

@@ -212,3 +212,12 @@ def test_language_goes_only_to_envs_that_take_it():
     cfg = EvalConfig(model="m", env=["lopd/ACEBench-v0", "lopd/BFCLv3-v0"], language="zh", category="a,b")
     assert env_kwargs(cfg, "lopd/ACEBench-v0") == {"category": ["a", "b"], "language": "zh"}
     assert env_kwargs(cfg, "lopd/BFCLv3-v0") == {"category": ["a", "b"]}
+
+
+def test_a_llamacpp_server_that_cannot_start_says_why(tmp_path):
+    """This venv has no llama_cpp: the helper reports the server's own error instead of waiting forever."""
+    from lopd_train.evaluation.llamacpp_server import llamacpp_server
+
+    with pytest.raises(RuntimeError, match="llama_cpp"):
+        with llamacpp_server(sys.executable, tmp_path / "none.gguf", startup_timeout=120):
+            pass

@@ -338,7 +338,8 @@ class Trainer:
         from lopd_train.heldout import HeldoutEval, disjoint_task_pools
 
         cfg = self.cfg
-        kwargs = {**env_kwargs, **json.loads(cfg.eval_env_kwargs)}
+        extra = cfg.eval_env_kwargs
+        kwargs = {**env_kwargs, **(json.loads(extra) if isinstance(extra, str) else dict(extra))}  # TOML: a table
         held = cfg.eval_tasks.split(",") if cfg.eval_tasks else HeldoutEval.all_tasks(cfg.env, kwargs)
         self.task_pool = disjoint_task_pools(self.task_pool, held, explicit_train=bool(cfg.tasks))
         sampling = Sampling(temperature=0.0, max_new_tokens=cfg.max_new_tokens,

@@ -108,3 +108,14 @@ def test_resume_keeps_written_points_and_drops_those_past_the_checkpoint(tmp_pat
     got = points(out)
     assert [p["milestone"] for p in got] == [0, 4, 8]
     assert got[-1]["mean_reward"] != 9.0 and "rewards" in got[-1]
+
+
+def test_eval_env_kwargs_pick_the_heldout_env_as_a_json_string_or_a_toml_table(tmp_path):
+    """No eval_tasks: every task of the held-out env (here its `heads` category) is held out."""
+    for k, extra in enumerate(('{"category": "heads"}', {"category": "heads"})):
+        t = Trainer(cfg(tmp_path / f"run{k}", eval_tasks=None, eval_env_kwargs=extra))
+        try:
+            assert sorted(t.task_pool) == ["tails_0", "tails_1", "tails_2", "tails_3"]
+            assert t.heldout.task_ids == ["heads_0", "heads_1", "heads_2", "heads_3"]
+        finally:
+            t.close()

@@ -226,25 +226,39 @@ def test_sdft_teacher_sees_the_nearest_demonstration_never_the_groups_own(tmp_pa
 
 # --------------------------------------------------------------------------------- Skill-SD
 
-def test_skill_summaries_are_the_models_greedy_decode_of_the_summary_prompt(tmp_path):
-    from lopd_train.rollout import SamplingConfig, generate
-
+def test_skill_summaries_are_the_models_greedy_decode_of_the_summary_prompt(tmp_path, monkeypatch):
+    """The model is asked once per unsummarised experience, greedily, with the summary prompt; its decoded
+    answer is the skill. (A random model's greedy answer is often empty, so the spy replaces the first
+    answer by known tokens and keeps the others as the model gave them.)"""
     policy, tok, cfg, trajs, algo = algo_setup(tmp_path, "skill_sd")
     experiences = algo.bank.all()
     prompt = algo.summary_prompt(experiences[0])
     assert tok.decode(prompt) == ("<|im_start|>user\n" + skill_sd.SUMMARY_PROMPT.format(
         trajectory=experiences[0].text) + "<|im_end|>\n<|im_start|>assistant\n")
-    with models.adapter(policy, "student"):
-        (toks, *_), = generate(policy, tok, [prompt], SamplingConfig(max_new_tokens=cfg.skill_tokens, greedy=True))
-    want = tok.decode(toks, skip_special_tokens=True).strip()
-    assert want  # the random model at seed 0 says something (so the comparison below is not vacuous)
+    calls = []
+    real = skill_sd.generate
+
+    def spy(model, tokenizer, prompts, sampling):
+        calls.append((prompts, sampling, model.active_adapter))
+        outs = real(model, tokenizer, prompts, sampling)
+        known = models.encode(tokenizer, " Call note with a short text.") + [tokenizer.eos_token_id]
+        return [(known, [0.0] * len(known), True, None)] + outs[1:]
+    monkeypatch.setattr(skill_sd, "generate", spy)
     metrics = algo.prepare(trajs)
+    (prompts, sampling, active), = calls
+    assert prompts == [algo.summary_prompt(e) for e in experiences]
+    assert sampling.greedy and sampling.max_new_tokens == cfg.skill_tokens and active == "student"
+    real_outs = real(policy, tok, prompts[1:], sampling)
+    want = {experiences[0].key: "Call note with a short text."}
+    want.update({e.key: tok.decode(o[0], skip_special_tokens=True).strip()
+                 for e, o in zip(experiences[1:], real_outs)})
     skills = {json.loads(s.trace)["source"]: s.text for s in algo.skills.all()}
-    assert skills[experiences[0].key] == want
-    assert metrics["skills_added"] == len(skills) <= len(experiences)
-    assert algo.attempted == {e.key for e in experiences}
-    again = algo.prepare(trajs)  # nothing new to summarise
-    assert again["skills_added"] == 0
+    assert skills == {k: v for k, v in want.items() if v}  # an empty summary is no skill...
+    assert metrics["skills_added"] == len(skills)
+    assert algo.attempted == {e.key for e in experiences}  # ... but counts as attempted
+    calls.clear()
+    again = algo.prepare(trajs)  # nothing new to summarise: the model is not asked again
+    assert again["skills_added"] == 0 and not calls
 
 
 def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tmp_path):

@@ -96,8 +96,8 @@ class SelfDistillation(Algorithm):
                         same.setdefault(text, []).append(t)
                 jobs += list(same.items())
             n_tokens = sum(t.n_actions for _, ms in jobs for t in ms)
-            if not jobs:
-                continue
+            if not jobs and self.dist.world_size == 1:
+                continue  # nothing to supervise (data-parallel ranks still step together, below)
             for text, ms in jobs:
                 t_all = self.teacher_logits(*self.teacher_view(ms, text))
                 seqs, masks, targets, old = self.tensors(ms)

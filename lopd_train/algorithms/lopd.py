@@ -121,8 +121,7 @@ def same_prompt_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
 
 class LOPD(Algorithm):
     name = "lopd"
-    teacher_sees = ("J*K latent tokens composed from the top-J retrieved experiences (ablations: "
-                    "--freeze-composer, --no-use-margin, --margin m)")
+    teacher_sees = "J*K latent tokens composed from the top-J retrieved experiences"
     uses_bank = True
     extra_adapters = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
     has_cold_start = True

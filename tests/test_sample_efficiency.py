@@ -71,34 +71,43 @@ def read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def test_tiny_study_end_to_end(tmp_path, capsys):
+@pytest.mark.parametrize("algos,budget,every", [
+    pytest.param(["grpo"], 8, 4, id="grpo", marks=pytest.mark.slow),
+    pytest.param(["lopd", "grpo"], 8, 4, id="lopd+grpo", marks=pytest.mark.slow),
+])
+def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every):
+    """The whole study on a tiny model: runs, held-out points at each milestone, the table's cells as the
+    means of their runs, the PNG, the commands, and a second call that skips every finished run. The
+    cheap variant alone costs about two minutes on 2 cores, so both are marked slow; the table arithmetic
+    above stays in the default run."""
     out = tmp_path / "se"
-    args = ["--tiny", "--out", str(out), "--algos", "lopd,grpo", "--seeds", "0,1", "--budget", "8",
-            "--eval-every", "4"]
+    args = ["--tiny", "--out", str(out), "--algos", ",".join(algos), "--seeds", "0,1", "--budget", str(budget),
+            "--eval-every", str(every)]
+    milestones = list(range(0, budget + 1, every))
     assert se.main(args) == 0
     runs = sorted(p.name for p in (out / "runs").iterdir())
-    assert runs == ["grpo-s0", "grpo-s1", "lopd-s0", "lopd-s1"]
+    assert runs == sorted(f"{a}-s{s}" for a in algos for s in (0, 1))
     curves = {}
     for name in runs:
         pts = [json.loads(l) for l in (out / "runs" / name / "heldout.jsonl").read_text().splitlines()]
-        assert [p["milestone"] for p in pts] == [0, 4, 8]
+        assert [p["milestone"] for p in pts] == milestones
         curves[name] = {p["milestone"]: p["mean_reward"] for p in pts}
         cfg = json.loads((out / "runs" / name / "config.json").read_text())
-        assert cfg["rollout_budget"] == 8 and cfg["eval_tasks"] == "heads_3,tails_3"
+        assert cfg["rollout_budget"] == budget and cfg["eval_tasks"] == "heads_3,tails_3"
     rows = read_csv(out / "results.csv")
-    assert len(rows) == 2 * 3
+    assert len(rows) == len(algos) * len(milestones)
     for r in rows:  # each CSV cell is the mean of its runs' held-out points
         vals = [curves[f"{r['variant']}-s{s}"][int(r["rollouts"])] for s in (0, 1)]
         assert float(r["mean_reward"]) == pytest.approx(sum(vals) / 2, abs=1e-4)
         assert json.loads(r["per_seed"]) == {"0": vals[0], "1": vals[1]}
     md = (out / "results.md").read_text()
-    assert "| lopd | 0,1 |" in md and "| grpo | 0,1 |" in md and "n/a" not in md
+    assert all(f"| {a} | 0,1 |" in md for a in algos) and "n/a" not in md
     assert (out / "sample_efficiency.png").stat().st_size > 1000
     assert "lopd-train --config" in (out / "commands.md").read_text()
     # a second invocation skips every finished run and rewrites the same table
     before = {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs}
     capsys.readouterr()
     assert se.main(args + ["--resume"]) == 0
-    assert capsys.readouterr().out.count("] done:") == 4
+    assert capsys.readouterr().out.count("] done:") == len(runs)
     assert {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs} == before
     assert read_csv(out / "results.csv") == rows

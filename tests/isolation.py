@@ -9,6 +9,7 @@ import pytest
 
 from lopd_envs.sandbox import available_backends
 from lopd_envs.sandbox.base import UIDS
+from lopd_envs.sandbox.spares import WAITING_UIDS
 
 BWRAP_PROBLEM = available_backends()["bubblewrap"]
 
@@ -32,8 +33,9 @@ def bubblewrap():
 
 
 def sandbox_processes() -> list[int]:
-    """Host pids whose real uid is one of this process's sandbox slot uids (alive or zombie)."""
-    uids, found = UIDS.uids, []
+    """Host pids whose real uid is one of this process's sandbox slot uids (alive or zombie), except the
+    warm spares that wait for a run (each on a uid of its own, see lopd_envs.sandbox.spares)."""
+    uids, found = set(UIDS.uids) - WAITING_UIDS, []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue

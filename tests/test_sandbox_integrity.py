@@ -317,7 +317,7 @@ def test_channel_drops_an_over_long_line_without_joining_it():
 
 ZOMBIE_PROBE = """
 import ctypes, json, psutil
-from lopd_envs.sandbox import get_sandbox
+from lopd_envs.sandbox import get_sandbox, spares
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans would come to us, visibly
 sandbox = get_sandbox("bubblewrap")
 def boom(chunk):
@@ -333,8 +333,12 @@ for k in range(100):
     else:
         r = sandbox.run("print(1)")
     statuses.append(r.status())
+waiting = set(spares.WAITING_UIDS)  # warm spares (started, or being started, for the next runs)
+before = [(c.pid, c.name(), c.status(), c.uids().real in waiting) for c in psutil.Process().children(recursive=True)]
+sandbox.close()  # kills and reaps the spares
 children = [(c.pid, c.name(), c.status()) for c in psutil.Process().children(recursive=True)]
-print(json.dumps({"children": children, "statuses": sorted(set(statuses))}))
+print(json.dumps({"children": children, "before_close": before, "spare_uids": len(waiting),
+                  "statuses": sorted(set(statuses))}))
 """
 
 
@@ -345,6 +349,9 @@ def test_no_zombies_after_100_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["children"] == [], report
+    # before close, only the waiting spares were alive: no zombie, nothing on a run's uid, at most 2 sandboxes
+    assert all(status != "zombie" and spare for _, _, status, spare in report["before_close"]), report
+    assert report["spare_uids"] <= 2, report
     assert {"ok", "timeout", "sandbox_error"} <= set(report["statuses"]), report
 
 

@@ -63,6 +63,30 @@ del _r, _k, _v, _f
 exec(_c, {"__name__": "__main__", "__file__": _p, "__builtins__": __builtins__})
 """
 
+#: A warm spare's bootstrap (see :mod:`.spares`): :data:`BOOTSTRAP`, preceded by a wait for its arguments,
+#: which the host sends as the first bytes of stdin once the spare is given a run (a 4-byte big-endian length,
+#: then the arguments joined by NUL). Exact reads from fd 0, so nothing of the program's stdin is consumed;
+#: EOF before the arguments (the spare was discarded, or its host died) ends the interpreter at once.
+SPARE_BOOTSTRAP = r"""
+import posix as _o, sys as _s
+def _g(_n):
+    _b = b""
+    while len(_b) < _n:
+        _d = _o.read(0, _n - len(_b))
+        if not _d:
+            _o._exit(0)
+        _b += _d
+    return _b
+_s.argv[1:] = _g(int.from_bytes(_g(4), "big")).decode("utf-8", "surrogateescape").split("\0")
+del _g
+""" + BOOTSTRAP
+
+
+def spare_arguments(args: Sequence[str]) -> bytes:
+    """The stdin prefix that hands :data:`SPARE_BOOTSTRAP` its arguments."""
+    body = "\0".join(args).encode("utf-8", "surrogateescape")
+    return len(body).to_bytes(4, "big") + body
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -157,14 +181,23 @@ class Sandbox:
         data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
         start = time.monotonic()
         try:
-            with workdir(code, files or {}) as wd:
-                return self._run(wd, data, lim, interact)
+            return self._execute(code, files or {}, data, lim, interact)
         except Exception as exc:  # the sandbox broke (not the program): report, never raise
             return RunResult("", "", None, False, False, time.monotonic() - start, self.name, self.isolating,
                              error=f"{type(exc).__name__}: {exc}")
 
+    def _execute(self, code: str, files: Mapping[str, str | bytes], stdin: bytes, limits: Limits,
+                 interact: Interact | None) -> RunResult:
+        """One run from the program's files on: by default a fresh :class:`workdir` handed to :meth:`_run`
+        (backends that start their sandbox ahead of the run override this, see :mod:`.spares`)."""
+        with workdir(code, files) as wd:
+            return self._run(wd, stdin, limits, interact)
+
     def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the backend keeps between runs (warm spares, containers); runs still work after."""
 
     @classmethod
     def probe(cls) -> str | None:
@@ -206,21 +239,39 @@ class workdir:
         self.code, self.files = code, files
 
     def __enter__(self) -> Path:
-        size = len(self.code) + sum(len(content) for content in self.files.values())
-        self.path = Path(tempfile.mkdtemp(prefix="lopd-sbx-", dir=workdir_root() if size <= SMALL_WORKDIR else None))
-        os.chmod(self.path, 0o755)
-        for rel, content in {**self.files, "main.py": self.code}.items():
-            if not _SAFE_REL.match(rel) or rel.startswith("/") or ".." in rel.split("/"):
-                raise ValueError(f"unsafe file name for the sandbox: {rel!r}")
-            target = self.path / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.chmod(target.parent, 0o755)
-            target.write_bytes(content.encode() if isinstance(content, str) else bytes(content))
-            os.chmod(target, 0o644)
+        self.path = new_folder(program_size(self.code, self.files))
+        try:
+            fill_folder(self.path, self.code, self.files)
+        except BaseException:
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
         return self.path
 
     def __exit__(self, *exc: object) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def program_size(code: str, files: Mapping[str, str | bytes]) -> int:
+    return len(code) + sum(len(content) for content in files.values())
+
+
+def new_folder(size: int = 0) -> Path:
+    """An empty run folder (mode 755) for a program of ``size`` bytes: on tmpfs when it is small."""
+    path = Path(tempfile.mkdtemp(prefix="lopd-sbx-", dir=workdir_root() if size <= SMALL_WORKDIR else None))
+    os.chmod(path, 0o755)
+    return path
+
+
+def fill_folder(path: Path, code: str, files: Mapping[str, str | bytes]) -> None:
+    """Write ``main.py`` and ``files`` into ``path``, readable (not writable) by the sandbox uid."""
+    for rel, content in {**files, "main.py": code}.items():
+        if not _SAFE_REL.match(rel) or rel.startswith("/") or ".." in rel.split("/"):
+            raise ValueError(f"unsafe file name for the sandbox: {rel!r}")
+        target = path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(target.parent, 0o755)
+        target.write_bytes(content.encode() if isinstance(content, str) else bytes(content))
+        os.chmod(target, 0o644)
 
 
 class UidSlots:

@@ -33,33 +33,35 @@ import subprocess
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter, seccomp
-from lopd_envs.sandbox.base import BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, scrubbed_env
-from lopd_envs.sandbox.runner import execute
+from lopd_envs.sandbox.base import BOOTSTRAP, SPARE_BOOTSTRAP, UIDS, Limits, RunResult, as_root, scrubbed_env
+from lopd_envs.sandbox.spares import MAX_AGE, Command, SpareSandbox
 
 WORKDIR = "/sandbox"
 
 
-class BubblewrapSandbox(Sandbox):
+class BubblewrapSandbox(SpareSandbox):
     name = "bubblewrap"
     isolating = True
 
     def __init__(self, limits: Limits | None = None, python: interpreter.Interpreter | None = None,
-                 extra_ro_binds: dict[str, str] | None = None):
-        super().__init__(limits)
+                 extra_ro_binds: dict[str, str] | None = None, spares: int | None = None, max_age: float = MAX_AGE):
         problem = self.probe()
         if problem:
             from lopd_envs.sandbox.base import SandboxUnavailable
             raise SandboxUnavailable(problem)
+        super().__init__(limits, spares, max_age)
         self.python = python or interpreter.resolve(as_root())
         self.extra_ro_binds = dict(extra_ro_binds or {})
 
-    def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None, as_pid_1: bool = False) -> list[str]:
+    def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None, as_pid_1: bool = False,
+             spare: bool = False) -> list[str]:
         """The full bwrap command line for one run (public so tests can show what is isolated).
         ``seccomp_fd``: an inherited fd holding the filter of :mod:`.seccomp` (one per run).
         ``as_pid_1``: no bwrap reaper in the PID namespace; our own init is (see :data:`INIT`). bwrap's
         reaper hands its exit status to the outer bwrap through an eventfd, and the outer one exits without
         waiting for it, leaving a ``[bwrap] <defunct>`` for the host's PID 1 on every run; with our init
-        the outer bwrap waits for a real exit."""
+        the outer bwrap waits for a real exit. ``spare``: the bootstrap waits for its arguments on stdin
+        (:data:`~lopd_envs.sandbox.base.SPARE_BOOTSTRAP`, see :meth:`bootstrap_args`)."""
         cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
                *(["--as-pid-1"] if as_pid_1 else []), "--die-with-parent", "--new-session", "--hostname", "sandbox",
                "--cap-drop", "ALL"]
@@ -82,18 +84,23 @@ class BubblewrapSandbox(Sandbox):
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
         cmd += ["--", *([shell, "-c", INIT, "init"] if shell is not None else []), self.python.executable, "-I",
-                "-S", "-c", BOOTSTRAP, *limits.rlimit_args(), f"{WORKDIR}/main.py"]
+                "-S", "-c", SPARE_BOOTSTRAP if spare else BOOTSTRAP,
+                *([] if spare else self.bootstrap_args(wd, limits))]
         return cmd
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
-        uid = UIDS.acquire() if as_root() else None
-        try:
-            fd = seccomp.filter_fd()
-            result = execute(self.argv(wd, limits, fd, as_pid_1=True), stdin, limits, self.name, self.isolating, env={}, uid=uid,
-                             interact=interact, monitor=True, pass_fds=() if fd is None else (fd,))
-        finally:
-            if uid is not None:  # execute returns only once every process of the run is gone
-                UIDS.release(uid)
+    def spare_command(self, folder: Path, limits: Limits) -> Command:
+        fd = seccomp.filter_fd()
+        return Command(self.argv(folder, limits, fd, as_pid_1=True, spare=True), env={}, monitor=True,
+                       pass_fds=() if fd is None else (fd,))
+
+    def spare_key(self, limits: Limits) -> tuple:
+        return (max(limits.file_size, 1 << 20), self.python, tuple(self.extra_ro_binds.items()), seccomp.program())
+
+    def bootstrap_args(self, folder: Path, limits: Limits) -> list[str]:
+        return [*limits.rlimit_args(), f"{WORKDIR}/main.py"]
+
+    def checked(self, result: RunResult) -> RunResult:
+        """bwrap's own start-up failures (``bwrap: ...`` on stderr) are the sandbox's error, not the program's."""
         if result.exit_code not in (0, None) and result.stderr.startswith("bwrap:"):
             return RunResult(result.stdout, result.stderr, result.exit_code, result.timed_out, False,
                              result.wall_time, self.name, self.isolating, error=result.stderr.strip()[:500])

@@ -158,22 +158,33 @@ class Cgroup:
                                                 else [])
         for folder in self.folders:
             folder.mkdir()
-        mem = self.folders[0]
+        self.memory: int | None = None  # None: still the kernel's default, unlimited
+        self.processes: int | None = None
         try:
-            cap = str(int(memory) + OVERHEAD)
-            if self.version == 2:
-                _write(mem / "memory.max", cap)
-                _write(mem / "memory.swap.max", "0", optional=True)
-                _write(mem / "pids.max", str(processes + EXTRA_PIDS))
-            else:
-                _write(mem / "memory.limit_in_bytes", cap)
-                _write(mem / "memory.memsw.limit_in_bytes", cap, optional=True)
-                _write(mem / "memory.kmem.tcp.limit_in_bytes", cap, optional=True)
-                if len(self.folders) > 1:
-                    _write(self.folders[1] / "pids.max", str(processes + EXTRA_PIDS))
+            self.limit(memory, processes)
         except OSError:
             self.remove()
             raise
+
+    def limit(self, memory: int, processes: int) -> None:
+        """Set (or change: a warm spare gets its run's limits here) the memory and process caps. v1 keeps
+        ``memsw`` >= the memory limit at every step, so a raise writes it first and a cut writes it last."""
+        if (memory, processes) == (self.memory, self.processes):
+            return
+        mem, cap = self.folders[0], str(int(memory) + OVERHEAD)
+        if self.version == 2:
+            _write(mem / "memory.max", cap)
+            _write(mem / "memory.swap.max", "0", optional=True)
+            _write(mem / "pids.max", str(processes + EXTRA_PIDS))
+        else:
+            order = ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            raised = self.memory is not None and memory > self.memory
+            for name in (order[::-1] if raised else order):
+                _write(mem / name, cap, optional=name != order[0])
+            _write(mem / "memory.kmem.tcp.limit_in_bytes", cap, optional=True)
+            if len(self.folders) > 1:
+                _write(self.folders[1] / "pids.max", str(processes + EXTRA_PIDS))
+        self.memory, self.processes = memory, processes
 
     @property
     def enterable(self) -> bool:

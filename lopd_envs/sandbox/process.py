@@ -11,35 +11,40 @@ from __future__ import annotations
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter
-from lopd_envs.sandbox.base import BOOTSTRAP, UIDS, Interact, Limits, RunResult, Sandbox, as_root, scrubbed_env
-from lopd_envs.sandbox.runner import execute
+from lopd_envs.sandbox.base import BOOTSTRAP, SPARE_BOOTSTRAP, Limits, as_root, scrubbed_env
+from lopd_envs.sandbox.spares import MAX_AGE, Command, SpareSandbox
 
 
-class ProcessSandbox(Sandbox):
+class ProcessSandbox(SpareSandbox):
     name = "process"
     isolating = False
 
-    def __init__(self, limits: Limits | None = None, python: interpreter.Interpreter | None = None):
-        super().__init__(limits)
+    def __init__(self, limits: Limits | None = None, python: interpreter.Interpreter | None = None,
+                 spares: int | None = None, max_age: float = MAX_AGE):
+        super().__init__(limits, spares, max_age)
         self.python = python or interpreter.resolve(as_root())
 
     def argv(self, wd: Path, limits: Limits, uid: int | None = None) -> list[str]:
-        """The command line for one run of ``wd/main.py`` (also used by persistent sessions)."""
-        argv = [self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *limits.rlimit_args(), str(wd / "main.py")]
-        if uid is None:
-            # Not root: RLIMIT_NPROC counts all of the caller's processes, so allow what already runs.
-            argv[argv.index(BOOTSTRAP) + 4] = str(limits.processes + own_process_count())
-        return argv
+        """The command line for one run of ``wd/main.py`` (used by persistent sessions)."""
+        return [self.python.executable, "-I", "-S", "-c", BOOTSTRAP, *self._rlimits(limits, uid is None),
+                str(wd / "main.py")]
 
-    def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
-        uid = UIDS.acquire() if as_root() else None
-        argv = self.argv(wd, limits, uid)
-        try:
-            return execute(argv, stdin, limits, self.name, self.isolating, env=scrubbed_env(str(wd)),
-                           cwd=str(wd), uid=uid, interact=interact)
-        finally:
-            if uid is not None:
-                UIDS.release(uid)
+    @staticmethod
+    def _rlimits(limits: Limits, own_uid: bool) -> list[str]:
+        args = limits.rlimit_args()
+        if own_uid:  # not root: RLIMIT_NPROC counts all of the caller's processes, so allow what already runs
+            args[3] = str(limits.processes + own_process_count())
+        return args
+
+    def spare_command(self, folder: Path, limits: Limits) -> Command:
+        return Command([self.python.executable, "-I", "-S", "-c", SPARE_BOOTSTRAP], env=scrubbed_env(str(folder)),
+                       cwd=str(folder))
+
+    def spare_key(self, limits: Limits) -> tuple:
+        return (self.python,)
+
+    def bootstrap_args(self, folder: Path, limits: Limits) -> list[str]:
+        return [*self._rlimits(limits, not as_root()), str(folder / "main.py")]
 
     @classmethod
     def probe(cls) -> str | None:

@@ -22,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from lopd_envs.sandbox import cgroup
@@ -31,16 +32,29 @@ from lopd_envs.sandbox.base import Interact, Limits, RunResult, as_user, looks_o
 STREAMED_STDOUT_KEPT = 1 << 20
 
 
-def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
-            env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
-            grace: float = 0.5, interact: Interact | None = None, monitor: bool = False,
-            pass_fds: Sequence[int] = ()) -> RunResult:
-    """Run ``argv`` (as ``uid``) to completion and return what it did. ``monitor``: ``argv[0]``'s process
-    only supervises the real program (bubblewrap) and is left to exit by itself once the rest is dead.
-    ``pass_fds`` are inherited by the command and closed here once it started."""
+@dataclass
+class Started:
+    """A launched sandbox command: its process, its cgroup (or ``None``) and the uid it runs as."""
+
+    proc: subprocess.Popen
+    group: cgroup.Cgroup | None
+    uid: int | None
+    monitor: bool
+    started: float
+
+
+def launch(argv: Sequence[str], limits: Limits, env: Mapping[str, str] | None = None, cwd: str | None = None,
+           uid: int | None = None, monitor: bool = False, pass_fds: Sequence[int] = ()) -> Started:
+    """Start ``argv`` (as ``uid``) with three pipes, born inside a fresh cgroup where the host allows it.
+    ``monitor``: ``argv[0]``'s process only supervises the real program (bubblewrap) and is left to exit by
+    itself once the rest is dead. ``pass_fds`` are inherited by the command and closed here once it started."""
     start = time.monotonic()
     argv, ids = as_user(list(argv), uid)
-    group = cgroup.create(limits.memory, limits.processes)
+    try:
+        group = cgroup.create(limits.memory, limits.processes)
+    except BaseException:
+        _close_all(pass_fds)
+        raise
     if group is not None and not group.enterable:
         argv = group.wrap(argv)
 
@@ -57,24 +71,65 @@ def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, iso
             group.remove()
         raise
     finally:
-        for fd in pass_fds:
-            os.close(fd)
-    pump = _Pump(proc, limits, interact, start)
+        _close_all(pass_fds)
+    return Started(proc, group, uid, monitor, start)
+
+
+def finish(run: Started, stdin: bytes, limits: Limits, backend: str, isolating: bool, grace: float = 0.5,
+           interact: Interact | None = None, start: float | None = None) -> RunResult:
+    """Feed ``stdin`` to a launched command, collect its output and return what it did. The limits' clock
+    starts at ``start`` (default: now). On every way out the whole process tree is killed and reaped first."""
+    start = time.monotonic() if start is None else start
+    pump = None
     try:
+        pump = _Pump(run.proc, limits, interact, start)
         pump.run(stdin)
     except Exception as exc:  # noqa: BLE001 - a scorer bug or a selector failure: the run still dies below
+        if pump is None:
+            raise
         pump.error = f"the host side of the run failed: {type(exc).__name__}: {exc}"[:500]
     finally:
-        exit_code = stop(proc, group, uid, monitor, grace)
-        pump.close()
-        oom = group.oom_killed() if group is not None else False
-        if group is not None:
-            group.remove()
+        exit_code = stop(run.proc, run.group, run.uid, run.monitor, grace)
+        if pump is not None:
+            pump.close()
+        oom = run.group.oom_killed() if run.group is not None else False
+        if run.group is not None:
+            run.group.remove()
     stdout, stderr = pump.text()
     timed_out, truncated = pump.timed_out, pump.truncated
     oom = oom or (not (timed_out or truncated or pump.stopped) and looks_out_of_memory(exit_code, stderr))
     return RunResult(stdout, stderr, exit_code, timed_out, oom, time.monotonic() - start, backend, isolating,
                      truncated=truncated, error=pump.error, stopped=pump.stopped)
+
+
+def discard(run: Started, grace: float = 0.5) -> None:
+    """Kill and reap a launched command that will not be used (a warm spare thrown away)."""
+    stop(run.proc, run.group, run.uid, run.monitor, grace)
+    for stream in (run.proc.stdin, run.proc.stdout, run.proc.stderr):
+        try:
+            stream.close()
+        except OSError:
+            pass
+    if run.group is not None:
+        run.group.remove()
+
+
+def execute(argv: Sequence[str], stdin: bytes, limits: Limits, backend: str, isolating: bool,
+            env: Mapping[str, str] | None = None, cwd: str | None = None, uid: int | None = None,
+            grace: float = 0.5, interact: Interact | None = None, monitor: bool = False,
+            pass_fds: Sequence[int] = ()) -> RunResult:
+    """Run ``argv`` (as ``uid``) to completion and return what it did: :func:`launch`, then :func:`finish`
+    with the clock started before the launch."""
+    run = launch(argv, limits, env, cwd, uid, monitor, pass_fds)
+    return finish(run, stdin, limits, backend, isolating, grace, interact, start=run.started)
+
+
+def _close_all(fds: Sequence[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 class _Pump:

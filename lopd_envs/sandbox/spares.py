@@ -1,0 +1,313 @@
+"""Warm spares: sandboxes started ahead of need, each used for exactly one run.
+
+Most of what a short run waits for is start-up: bubblewrap's namespaces and mounts, the interpreter, the
+per-run cgroup (~30 ms of a 40 ms ``pass`` on the dev VM). A *spare* is a sandbox started exactly as a run
+would be (same command line, uid slot, cgroup, seccomp filter) whose bootstrap
+(:data:`~lopd_envs.sandbox.base.SPARE_BOOTSTRAP`) stops before the program and waits for its arguments on
+stdin. A run takes a spare whose fixed part matches (the *key*: what is baked into the command line, such as
+the size of ``/tmp`` and the extra binds), writes its files into the spare's folder (empty until then,
+mounted read-only in the sandbox), sets the cgroup's limits, then sends the rlimits and program path ahead
+of its stdin; from there it is a cold run (:func:`.runner.finish`). A replacement is started behind it on
+one background thread, so the caller no longer waits for the start-up.
+
+Isolation is unchanged: a spare has run nothing but the interpreter's start-up and our bootstrap, it serves
+one run and is then killed and reaped like any run; it is never reused. Spares die with their host
+(bubblewrap's ``--die-with-parent``; for every backend the bootstrap exits when its stdin reaches EOF, which
+the host's death or :func:`close_all` causes), :func:`close_all` runs at exit, and a spare older than
+``max_age`` or whose process died is thrown away instead of used.
+
+What it costs, honestly: the CPU per run does not shrink (the start-up moves, it does not go away), one
+waiting sandbox per concurrent caller and key (~10 MB: bwrap, dash, an idle interpreter), and a spare never
+used is start-up spent for nothing (at :meth:`SpareStock.close`, or when the key changes). The background
+thread lives as long as the process on purpose: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires
+when the *thread* that started the sandbox ends.
+
+``LOPD_SANDBOX_SPARES`` sets the spares kept per key (default 2, ``0``: every run starts cold, by the same
+code path).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import shutil
+import threading
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Hashable, Mapping, Sequence
+
+from lopd_envs.sandbox import runner
+from lopd_envs.sandbox.base import (SMALL_WORKDIR, UIDS, Interact, Limits, RunResult, Sandbox, as_root, fill_folder,
+                                    new_folder, program_size, spare_arguments)
+
+ENV_SPARES = "LOPD_SANDBOX_SPARES"
+DEFAULT_SPARES = 2
+#: Seconds a spare may wait before it is thrown away rather than used.
+MAX_AGE = 60.0
+
+#: uids of spares being started or waiting for a run (tests tell them from a run's leftovers by it).
+WAITING_UIDS: set[int] = set()
+
+
+@dataclass(frozen=True)
+class Command:
+    """How a backend starts one sandbox around a run folder (see :func:`.runner.launch`)."""
+
+    argv: list[str]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    monitor: bool = False
+    pass_fds: Sequence[int] = ()
+
+
+@dataclass
+class Spare:
+    """A launched sandbox waiting in its bootstrap, the host folder mounted as its working directory."""
+
+    run: runner.Started
+    folder: Path
+    key: Hashable
+    born: float = field(default_factory=time.monotonic)
+
+    def fresh(self, max_age: float) -> bool:
+        return time.monotonic() - self.born <= max_age and self.run.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill and reap it, then give back its uid and folder."""
+        try:
+            runner.discard(self.run)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        """After its run (every process already reaped): the uid slot and the folder go back."""
+        if self.run.uid is not None:
+            WAITING_UIDS.discard(self.run.uid)
+            UIDS.release(self.run.uid)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_spare(command: Callable[[Path], Command], limits: Limits, key: Hashable, size: int = 0,
+                waiting: bool = False) -> Spare:
+    """Launch a sandbox around a new empty folder (on disk when the program is large). ``waiting``: it is
+    stocked, not used at once (its uid is listed in :data:`WAITING_UIDS` until it is taken)."""
+    uid = UIDS.acquire() if as_root() else None
+    folder = None
+    try:
+        if uid is not None and waiting:
+            WAITING_UIDS.add(uid)
+        folder = new_folder(size)
+        how = command(folder)
+        run = runner.launch(how.argv, limits, env=how.env, cwd=how.cwd, uid=uid, monitor=how.monitor,
+                            pass_fds=how.pass_fds)
+    except BaseException:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        if uid is not None:
+            WAITING_UIDS.discard(uid)
+            UIDS.release(uid)
+        raise
+    return Spare(run, folder, key)
+
+
+class SpareStock:
+    """Ready spares per key, refilled on the background thread up to ``size`` per key (ready + starting).
+    Nothing is started before the first run of a key."""
+
+    def __init__(self, size: int, max_age: float = MAX_AGE):
+        self.size, self.max_age = size, max_age
+        self._ready: dict[Hashable, deque[Spare]] = {}
+        self._starting: dict[Hashable, int] = {}
+        self._cond = threading.Condition()
+        self.failures = 0  # consecutive failed starts: refilling pauses after a few (cold runs report why)
+        _STOCKS.add(self)
+
+    def take(self, key: Hashable, start: Callable[[], Spare]) -> Spare | None:
+        """A fresh spare for ``key`` (or ``None``), and a replacement queued with ``start``."""
+        if self.size <= 0:
+            return None
+        stale, found = [], None
+        with self._cond:
+            ready = self._ready.setdefault(key, deque())
+            while ready and found is None:
+                spare = ready.popleft()
+                if spare.fresh(self.max_age):
+                    found = spare
+                else:
+                    stale.append(spare)
+            if found is not None and found.run.uid is not None:
+                WAITING_UIDS.discard(found.run.uid)
+            self._refill(key, start)
+        for spare in stale:
+            _BACKGROUND.submit(spare.discard)
+        return found
+
+    def _refill(self, key: Hashable, start: Callable[[], Spare]) -> None:
+        while len(self._ready[key]) + self._starting.get(key, 0) < self.size and self.failures < 3:
+            self._starting[key] = self._starting.get(key, 0) + 1
+            _BACKGROUND.submit(lambda: self._add(key, start))
+
+    def _add(self, key: Hashable, start: Callable[[], Spare]) -> None:
+        spare = None
+        try:
+            spare = start()
+        except Exception:  # noqa: BLE001 - the next cold run meets (and reports) the same failure
+            pass
+        with self._cond:
+            self._starting[key] -= 1
+            self.failures = 0 if spare is not None else self.failures + 1
+            keep = spare is not None and self.size > 0
+            if keep:
+                self._ready.setdefault(key, deque()).append(spare)
+            self._cond.notify_all()
+        if spare is not None and not keep:
+            spare.discard()
+
+    def settle(self, timeout: float = 30.0) -> bool:
+        """Wait until no spare is being started (benchmarks time runs apart from the refills)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not any(self._starting.values()), timeout)
+
+    def waiting(self) -> int:
+        with self._cond:
+            return sum(len(ready) for ready in self._ready.values())
+
+    def close(self) -> None:
+        """Kill and reap every spare, waiting for those being started; the stock refills on the next run."""
+        with self._cond:
+            size, self.size = self.size, 0
+            self._cond.wait_for(lambda: not any(self._starting.values()), 30.0)
+            spares = [spare for ready in self._ready.values() for spare in ready]
+            self._ready.clear()
+            self.size = size
+        for spare in spares:
+            spare.discard()
+
+    def forget(self) -> None:
+        """In a forked child: drop the parent's spares without touching them (they are not our children)."""
+        with self._cond:
+            for ready in self._ready.values():
+                for spare in ready:
+                    for stream in (spare.run.proc.stdin, spare.run.proc.stdout, spare.run.proc.stderr):
+                        try:
+                            stream.close()
+                        except OSError:
+                            pass
+            self._ready.clear()
+            self._starting.clear()
+        WAITING_UIDS.clear()
+
+
+class _Background:
+    """One long-lived daemon thread for spare starts and discards (see the module docstring: a sandbox
+    started by a thread that ends would be killed by ``--die-with-parent``)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="lopd-sandbox-spares", daemon=True)
+                self._thread.start()
+        self._queue.put(job)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                job()
+            except Exception:  # noqa: BLE001 - a failed discard must not stop later starts
+                pass
+
+    def after_fork(self) -> None:
+        self.__init__()
+
+
+_BACKGROUND = _Background()
+_STOCKS: "weakref.WeakSet[SpareStock]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Kill and reap every spare of this process (at exit; tests that count processes call it too)."""
+    for stock in list(_STOCKS):
+        stock.close()
+
+
+def _after_fork_in_child() -> None:
+    _BACKGROUND.after_fork()
+    for stock in list(_STOCKS):
+        stock.forget()
+
+
+atexit.register(close_all)
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def default_size() -> int:
+    try:
+        return max(0, int(os.environ.get(ENV_SPARES, DEFAULT_SPARES)))
+    except ValueError:
+        return DEFAULT_SPARES
+
+
+class SpareSandbox(Sandbox):
+    """A backend whose every run starts on a spare: taken from the stock when one matches, else started
+    on the spot by the same code. Subclasses say how to start one (:meth:`spare_command`), what is fixed
+    at start (:meth:`spare_key`) and what the bootstrap gets at run time (:meth:`bootstrap_args`)."""
+
+    def __init__(self, limits: Limits | None = None, spares: int | None = None, max_age: float = MAX_AGE):
+        super().__init__(limits)
+        self.spares = SpareStock(default_size() if spares is None else spares, max_age)
+
+    def spare_command(self, folder: Path, limits: Limits) -> Command:
+        raise NotImplementedError
+
+    def spare_key(self, limits: Limits) -> Hashable:
+        """What :meth:`spare_command` bakes in from ``limits`` and the backend's options."""
+        raise NotImplementedError
+
+    def bootstrap_args(self, folder: Path, limits: Limits) -> list[str]:
+        raise NotImplementedError
+
+    def checked(self, result: RunResult) -> RunResult:
+        """Backend-specific reading of a finished run (bubblewrap: its own start-up errors)."""
+        return result
+
+    def _start(self, limits: Limits, size: int = 0, waiting: bool = False) -> Spare:
+        return start_spare(lambda folder: self.spare_command(folder, limits), limits, self.spare_key(limits), size,
+                           waiting)
+
+    def _execute(self, code: str, files: Mapping[str, str | bytes], stdin: bytes, limits: Limits,
+                 interact: Interact | None) -> RunResult:
+        size = program_size(code, files)
+        spare = None
+        if size <= SMALL_WORKDIR:  # a spare's folder is on tmpfs: large programs start cold on disk
+            spare = self.spares.take(self.spare_key(limits), lambda: self._start(limits, waiting=True))
+        if spare is None:
+            spare = self._start(limits, size)
+            self.spares.failures = 0  # starts work again: let the stock retry
+        start = time.monotonic()
+        try:
+            fill_folder(spare.folder, code, files)
+            if spare.run.group is not None:
+                spare.run.group.limit(limits.memory, limits.processes)
+            head = spare_arguments(self.bootstrap_args(spare.folder, limits))
+        except BaseException:
+            spare.discard()
+            raise
+        try:
+            result = runner.finish(spare.run, head + stdin, limits, self.name, self.isolating, interact=interact,
+                                   start=start)
+        finally:
+            spare.release()  # finish returns only once every process of the run is gone
+        return self.checked(result)
+
+    def close(self) -> None:
+        self.spares.close()

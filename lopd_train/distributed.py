@@ -19,6 +19,22 @@ its gradients; everything that must stay identical across ranks goes through acc
   resumed run continues each rank's own stream exactly), and read by all; logs, TensorBoard, the curve and
   the export are rank 0's.
 
+Under an FSDP launch (``distributed_type: FSDP``, ``fsdp_version: 2``; examples/accelerate/fsdp.yaml) the
+frozen backbone is also **sharded** (:class:`Sharded`): ``torch.distributed.fsdp.fully_shard`` on every
+decoder layer (accelerate's ``TRANSFORMER_BASED_WRAP``: the classes named by ``fsdp_transformer_layer_cls_to_wrap``
+or the model's ``_no_split_modules``) and on the model, with accelerate's FSDP plugin reading the launch
+settings. Between phases each rank holds 1/N of the backbone. The LoRA adapters (student, composer, anchor,
+EMA) are FSDP's *ignored* parameters and the Q-Former is no part of the backbone: both stay replicated,
+their gradients averaged by :meth:`Distributed.sync_gradients` as under DDP, so optimisers, checkpoints, the
+exported adapter and the vLLM sync are the same files as in a DDP or single-process run. Why not let FSDP
+shard and reduce the adapters too: FSDP communicates inside every forward and backward (all-gathers, then
+reduce-scatters), so all ranks must run the same passes in the same order, and ours do not (each rank its own
+rollouts, turns, retrieval hits and groups). So each phase whose passes differ between ranks (a rollout batch
+with HF generate, an update, the cold start, the held-out evaluation) runs inside :meth:`Local.unsharded`:
+every layer is gathered once at its start (the same collectives on every rank), no collective runs inside,
+and the layers are sharded again at its end. The memory that sharding saves is the backbone's between phases
+(e.g. while a colocated vLLM engine samples); during a phase a rank holds the whole backbone, as under DDP.
+
 Without a launcher (``WORLD_SIZE`` unset or 1) :func:`from_environment` returns :data:`LOCAL`, whose
 methods do nothing, so a plain run is exactly what it was before.
 """
@@ -26,11 +42,15 @@ methods do nothing, so a plain run is exactly what it was before.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
+
+log = logging.getLogger(__name__)
 
 
 class Local:
@@ -74,6 +94,17 @@ class Local:
 
     def merge_rows(self, row: dict[str, Any]) -> dict[str, Any]:
         return row
+
+    def on_main(self, write) -> Any:
+        return write()
+
+    def prepare_model(self, policy) -> None:
+        """Shard the backbone (FSDP only); the policy's adapters must all exist by now."""
+
+    @contextlib.contextmanager
+    def unsharded(self, model, when: bool = True) -> Iterator[None]:
+        """The whole backbone on this rank for the block (FSDP only: nothing to do otherwise)."""
+        yield
 
 
 LOCAL = Local()
@@ -204,6 +235,16 @@ class Distributed(Local):
         self.barrier()
         return [bank.get(i) for i in ids]
 
+    def on_main(self, write) -> Any:
+        """``write()`` on rank 0 only (a file every rank shares: a bank, a skill bank); its result, which
+        must be picklable (e.g. the ids of the new rows), on every rank once it is done."""
+        from accelerate.utils import broadcast_object_list
+
+        result = write() if self.is_main else None
+        result = broadcast_object_list([result], from_process=0)[0]
+        self.barrier()
+        return result
+
     def merge_rows(self, row: dict[str, Any]) -> dict[str, Any]:
         """One metrics row for the whole run: each number is the mean over the ranks (kept as is where all
         ranks agree, e.g. the step, β, the bank size); anything else is rank 0's."""
@@ -219,15 +260,166 @@ class Distributed(Local):
         return out
 
 
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes")
+
+
 def from_environment() -> Local:
-    """:class:`Distributed` under a launcher with more than one process, else :data:`LOCAL`. A sharded
-    launch (FSDP, DeepSpeed) is refused: the trainer replicates the frozen backbone and averages the adapter
-    gradients itself, so sharding would be silently ignored."""
-    for flag, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
-        if os.environ.get(flag, "").strip().lower() in ("1", "true", "yes"):
-            raise NotImplementedError(f"lopd-train does not shard the model ({name}) yet: launch data-parallel "
-                                      "with examples/accelerate/ddp.yaml (see examples/accelerate/README.md)")
-    return Distributed() if launched_world_size() > 1 else LOCAL
+    """:class:`Sharded` under an FSDP launch with more than one process, :class:`Distributed` under any other
+    launcher with more than one process, else :data:`LOCAL`. A DeepSpeed launch is refused (ZeRO would shard
+    what this module replicates and reduces itself); the FSDP settings are checked even for one process."""
+    if _flag("ACCELERATE_USE_DEEPSPEED"):
+        raise NotImplementedError("lopd-train does not run under DeepSpeed: launch data-parallel with "
+                                  "examples/accelerate/ddp.yaml or sharded with fsdp.yaml (see "
+                                  "examples/accelerate/README.md)")
+    settings = fsdp_settings_from_environment()
+    if launched_world_size() <= 1:
+        return LOCAL
+    return Sharded(settings) if settings is not None else Distributed()
+
+
+# ----------------------------------------------------------------------------------- FSDP
+
+@dataclass(frozen=True)
+class FSDPSettings:
+    """What lopd-train takes from an FSDP launch (accelerate's ``FSDP_*`` environment)."""
+
+    #: class names of the modules sharded one by one; empty: the model's ``_no_split_modules``
+    layer_classes: tuple[str, ...] = ()
+    #: free a layer's gathered weights after its forward (inside :meth:`Sharded.unsharded` they stay)
+    reshard_after_forward: bool = True
+    #: keep the shards in CPU memory (FSDP2's ``CPUOffloadPolicy``)
+    offload_params: bool = False
+
+
+#: launch settings that lopd-train does not apply, and why (each logged once when set)
+IGNORED_FSDP_SETTINGS = {
+    "FSDP_CPU_RAM_EFFICIENT_LOADING": "every rank loads the model, then shards it",
+    "FSDP_ACTIVATION_CHECKPOINTING": "use --gradient-checkpointing",
+    "FSDP_SYNC_MODULE_STATES": "every rank loads the same weights; the adapters are broadcast from rank 0",
+}
+
+
+def fsdp_settings_from_environment() -> FSDPSettings | None:
+    """The FSDP settings of ``accelerate launch`` (None when the launch is not FSDP), parsed by accelerate's
+    own ``FullyShardedDataParallelPlugin``. Refused with a clear error: FSDP1 (``fsdp_version: 1``), a wrap
+    policy other than ``TRANSFORMER_BASED_WRAP``, and mixed precision (``--dtype`` picks the weights)."""
+    if not _flag("ACCELERATE_USE_FSDP"):
+        return None
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    plugin = FullyShardedDataParallelPlugin()
+    if int(plugin.fsdp_version) != 2:
+        raise ValueError(f"lopd-train shards with FSDP2 only: set fsdp_version: 2 (got {plugin.fsdp_version})")
+    policy = os.environ.get("FSDP_AUTO_WRAP_POLICY", "NO_WRAP")
+    if policy != "TRANSFORMER_BASED_WRAP":
+        raise ValueError(f"lopd-train shards per decoder layer: set fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP "
+                         f"(got {policy})")
+    precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no").strip().lower()
+    if precision not in ("no", ""):
+        raise ValueError(f"mixed_precision {precision!r} under FSDP: lopd-train picks the weights' dtype itself "
+                         "(--dtype: bf16 on GPUs); launch with mixed_precision: 'no'")
+    for name, why in IGNORED_FSDP_SETTINGS.items():
+        if _flag(name):
+            log.warning("%s is not used by lopd-train: %s", name, why)
+    names = plugin.transformer_cls_names_to_wrap
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    return FSDPSettings(layer_classes=tuple(names or ()),
+                        reshard_after_forward=bool(plugin.reshard_after_forward),
+                        offload_params=isinstance(plugin.cpu_offload, CPUOffloadPolicy))
+
+
+def sharding_plan(model: torch.nn.Module, layer_classes: Sequence[str] = ()) -> list[str]:
+    """The names (in ``model.named_modules()``) of the modules that get their own ``fully_shard``, in the
+    order to apply it: every decoder layer (modules whose class is in ``layer_classes``, default the model's
+    ``_no_split_modules``), then ``""``, the model itself, which takes the rest (embeddings, final norm, LM
+    head, tied or not, in one unit). Refused: no such class in the model (nothing would be sharded per layer),
+    and a layer inside another (FSDP units do not nest that way here)."""
+    names = tuple(layer_classes) or tuple(getattr(model, "_no_split_modules", None) or ())
+    if not names:
+        raise ValueError(f"{type(model).__name__} names no decoder-layer class (_no_split_modules); set "
+                         "fsdp_transformer_layer_cls_to_wrap")
+    layers = [n for n, m in model.named_modules() if n and type(m).__name__ in names]
+    if not layers:
+        present = sorted({type(m).__name__ for m in model.modules()})
+        raise ValueError(f"no module of class {', '.join(names)} in {type(model).__name__} (its classes: "
+                         f"{', '.join(present)})")
+    for a in layers:
+        for b in layers:
+            if a != b and b.startswith(a + "."):
+                raise ValueError(f"decoder layer {b} lies inside decoder layer {a}")
+    return layers + [""]
+
+
+def replicated_parameters(policy: torch.nn.Module) -> set[torch.nn.Parameter]:
+    """What FSDP leaves alone (``ignored_params``): every LoRA weight of every adapter."""
+    return {p for n, p in policy.named_parameters() if "lora_" in n}
+
+
+def shard_backbone(policy, settings: FSDPSettings, device: torch.device) -> list[torch.nn.Module]:
+    """Apply :func:`sharding_plan` to the policy's backbone with FSDP2 (the LoRA weights ignored) and
+    initialise FSDP from the root with a one-token forward (every rank runs it: it gathers each layer once).
+    Returns the sharded modules, the root last. A trainable backbone weight is refused: its gradient would
+    be FSDP's to reduce, and :meth:`Sharded.unsharded` turns that reduction off."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, OffloadPolicy, fully_shard
+
+    # the ranks' mesh on their own device type (FSDP's default asks for an accelerator, even on CPU ranks)
+    mesh = init_device_mesh(device.type, (torch.distributed.get_world_size(),))
+    base = policy.get_base_model()
+    ignored = replicated_parameters(policy)
+    trainable = [n for n, p in base.named_parameters() if p.requires_grad and p not in ignored]
+    if trainable:
+        raise ValueError(f"under FSDP only LoRA weights may be trained; trainable backbone weights: {trainable[:3]}")
+    modules = dict(base.named_modules())
+    offload = CPUOffloadPolicy(pin_memory=device.type == "cuda") if settings.offload_params else OffloadPolicy()
+    units = []
+    for name in sharding_plan(base, settings.layer_classes):
+        kw = {"reshard_after_forward": settings.reshard_after_forward} if name else {}  # the root: FSDP's default
+        units.append(fully_shard(modules[name], mesh=mesh, ignored_params=ignored, offload_policy=offload, **kw))
+    with torch.no_grad():  # FSDP initialises from the module first called; scoring calls the decoder directly
+        base(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device), use_cache=False)
+    units[-1].reshard()
+    return units
+
+
+class Sharded(Distributed):
+    """Data-parallel ranks with the frozen backbone sharded by FSDP2 (see the module docstring)."""
+
+    def __init__(self, settings: FSDPSettings) -> None:
+        super().__init__()
+        self.settings = settings
+        self.units: list[torch.nn.Module] = []
+        self._depth = 0
+
+    def prepare_model(self, policy) -> None:
+        self.units = shard_backbone(policy, self.settings, self.device or torch.device("cpu"))
+
+    @contextlib.contextmanager
+    def unsharded(self, model, when: bool = True) -> Iterator[None]:
+        """Every sharded layer gathered at the start (one all-gather each, on every rank: call it on every
+        rank, in the same order) and kept gathered for the block, so no collective runs inside it and ranks
+        may run different passes; sharded again at the end. Nested blocks use the outer one's gathering."""
+        if not when or not self.units or self._depth:
+            yield
+            return
+        for unit in self.units:
+            unit.set_reshard_after_forward(False, recurse=False)
+            unit.set_reshard_after_backward(False, recurse=False)
+        for unit in self.units:
+            unit.unshard()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            for unit in self.units:
+                unit.reshard()
+                unit.set_reshard_after_backward(True, recurse=False)
+            for unit in self.units[:-1]:
+                unit.set_reshard_after_forward(self.settings.reshard_after_forward, recurse=False)
 
 
 def rank_rng_state(blob: dict[str, Any], dist: Local) -> dict[str, Any]:

@@ -289,6 +289,7 @@ class Trainer:
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
         self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
+        self.dist.prepare_model(self.policy)  # FSDP: the backbone sharded per decoder layer (all adapters exist now)
 
         self.step = 0
         self.rollouts = 0
@@ -354,7 +355,12 @@ class Trainer:
         return heldout
 
     def heldout_point(self) -> None:
-        """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it)."""
+        """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it).
+        Rank 0 evaluates; under FSDP every rank gathers the backbone with it."""
+        with self.dist.unsharded(self.policy, when=self.cfg.eval_every_rollouts > 0):
+            self._heldout_point()
+
+    def _heldout_point(self) -> None:
         if self.heldout is None:
             return
         self.policy.eval()
@@ -415,7 +421,7 @@ class Trainer:
         per_env_seeds = [s for s in seeds for _ in range(g)]
         groups = [i for i in range(len(tasks)) for _ in range(g)]
         self.policy.eval()
-        with models.adapter(self.policy, "student"):
+        with models.adapter(self.policy, "student"), self.dist.unsharded(self.policy, when=self.vllm is None):
             trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks,
                                  self.cfg.sampling(self.algo_cls.records_top_m(self.cfg)), groups=groups,
                                  seeds=per_env_seeds, pool=self.pool, generator=self.serving_student())
@@ -473,7 +479,8 @@ class Trainer:
             t0 = time.time()
             trajs, added = self.rollout_batch()
             t_roll = time.time() - t0
-            metrics = self.algo.update(trajs)
+            with self.dist.unsharded(self.policy):  # FSDP: ranks run different passes, so no collective inside
+                metrics = self.algo.update(trajs)
             self.step += 1
             last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),
                     **metrics, "bank_added": added, "bank_size": len(self.bank) if self.bank is not None else 0,
@@ -527,7 +534,8 @@ class Trainer:
         t0 = time.time()
         data = self.cold_start_data()
         log = lambda row: self.log({"phase": "cold_start", "step": 0, **row})  # noqa: E731
-        summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress)
+        with self.dist.unsharded(self.policy):
+            summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress)
         self.cold_start_done = True
         self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
                   "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})

@@ -41,10 +41,15 @@ pytestmark = pytest.mark.skipif(not accelerate_available(), reason="accelerate's
                                 "(pip install accelerate): data-parallel training NOT tested")
 
 
-def launch(out: Path, *args: str, timeout: int = 420) -> float:
+#: how the two processes are started: data-parallel, or sharded with the CPU FSDP example config
+LAUNCHERS = {"ddp": ["--multi_gpu"],
+             "fsdp": ["--config_file", str(ROOT / "examples/accelerate/fsdp_cpu_2proc.yaml")]}
+
+
+def launch(out: Path, *args: str, timeout: int = 420, mode: str = "ddp") -> float:
     """``accelerate launch`` two processes of :func:`rank_main`; returns the wall time."""
     launcher = Path(sys.executable).parent / "accelerate"
-    cmd = [str(launcher) if launcher.exists() else "accelerate", "launch", "--multi_gpu", "--num_processes", "2",
+    cmd = [str(launcher) if launcher.exists() else "accelerate", "launch", *LAUNCHERS[mode], "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
            str(29500 + os.getpid() % 1000), __file__, *TINY, "--output-dir", str(out), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
@@ -52,6 +57,12 @@ def launch(out: Path, *args: str, timeout: int = 420) -> float:
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     return time.time() - t0
+
+
+def launch_runs(out: Path, runs: dict[str, list[str]], timeout: int = 600, mode: str = "ddp") -> float:
+    """One launch of two processes that train each of ``runs`` (name -> its own arguments) in turn, each in
+    ``out/<name>`` (one start-up for several short runs); returns the wall time."""
+    return launch(out, "--runs", json.dumps(runs), timeout=timeout, mode=mode)
 
 
 def ranks(out: Path) -> list[dict]:
@@ -127,8 +138,11 @@ def rank_main(argv: list[str]) -> int:
     from lopd_train.experience import trace_key
     from lopd_train.trainer import Trainer
 
-    cfg, args = config_from_args(argv)
+    stub_skills = "--stub-skills" in argv  # Skill-SD: summaries that name the rank that wrote them (see below)
+    cfg, args = config_from_args([a for a in argv if a != "--stub-skills"])
     trainer = Trainer(cfg, resume=args.resume)
+    if stub_skills:  # a tiny random model's greedy summary is blank; these say which rank summarised what
+        trainer.algo.summarise = lambda exps: [f"skill from rank {trainer.dist.rank}: {e.task_id}" for e in exps]
     tasks, successes = [], []
     rollout_batch = trainer.rollout_batch
 
@@ -146,12 +160,21 @@ def rank_main(argv: list[str]) -> int:
                 out.update({f"{name}.qformer.{n}": p.detach().clone() for n, p in part.qformer.named_parameters()})
         return out
 
+    def sharded_fraction() -> float:  # the share of the backbone this rank holds (1.0 unless FSDP shards it)
+        held = full = 0
+        for n, p in trainer.policy.named_parameters():
+            if "lora_" not in n:
+                held += p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+                full += p.numel()
+        return held / full
+
     initial = weights()
     trainer.rollout_batch = recording_rollout_batch
     trainer.run()
     rank = trainer.dist.rank
     dump = {"weights": weights(), "initial": initial, "beta": getattr(trainer.algo, "beta", None),
-            "tasks": tasks, "successes": successes}
+            "tasks": tasks, "successes": successes, "sharded_fraction": sharded_fraction(),
+            "dist": type(trainer.dist).__name__}
     if args.resume:  # the successes of the run's first launch, from its own dump
         earlier = Path(cfg.output_dir) / f"rank-{rank}.pt"
         if earlier.exists():
@@ -160,5 +183,15 @@ def rank_main(argv: list[str]) -> int:
     return 0
 
 
+def rank_runs(argv: list[str]) -> int:
+    """``--runs JSON <arguments>``: :func:`rank_main` for each named run, in ``<--output-dir>/<name>``."""
+    at = argv.index("--runs")
+    runs, rest = json.loads(argv[at + 1]), argv[:at] + argv[at + 2:]
+    out = Path(rest[rest.index("--output-dir") + 1])
+    for name, extra in runs.items():
+        rank_main([*rest, *extra, "--output-dir", str(out / name)])  # argparse: the last --output-dir wins
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(rank_main(sys.argv[1:]))
+    sys.exit(rank_runs(sys.argv[1:]) if "--runs" in sys.argv else rank_main(sys.argv[1:]))

@@ -94,10 +94,12 @@ class SkillSD(SelfDistillation):
     def prepare(self, trajectories):
         """Summarise the bank's experiences that have no skill yet, and index the new skills."""
         todo = [e for e in (self.bank.all() if self.bank is not None else []) if e.key not in self.attempted]
-        records = [SkillRecord(e.env_id, e.task_id, e.task, skill, e.key)
-                   for e, skill in zip(todo, self.summarise(todo)) if skill]
+        summaries = self.summarise(todo) if self.dist.is_main else []  # rank 0 summarises for all ranks
+        records = [SkillRecord(e.env_id, e.task_id, e.task, skill, e.key) for e, skill in zip(todo, summaries) if skill]
         self.attempted.update(e.key for e in todo)
-        added = self.skills.add(records) if records else []
+        # rank 0 writes the one skill bank, then every rank indexes the same new rows
+        ids = self.dist.on_main(lambda: [s.id for s in self.skills.add(records)] if records else [])
+        added = [self.skills.get(i) for i in ids]
         self.skill_retriever.add(added)
         return {"skills_added": float(len(added)), "skill_bank_size": float(len(self.skills))}
 
@@ -121,6 +123,6 @@ class SkillSD(SelfDistillation):
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.skills.add([SkillRecord(*row) for row in state["skills"]])
+        self.dist.on_main(lambda: len(self.skills.add([SkillRecord(*row) for row in state["skills"]])))
         self.attempted = set(state["attempted"])
         self._skill_retriever = None  # rebuilt from the skill bank on first use

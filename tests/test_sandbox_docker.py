@@ -31,6 +31,11 @@ def _need_engine() -> None:
         pytest.skip(f"docker backend unavailable: {PROBLEM}")
 
 
+#: What a run sees in its container: the init, the run server, the run's supervisor and the program itself.
+PROCESSES = 4
+COUNT = "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
+
+
 @pytest.fixture(scope="module")
 def sb():
     _need_engine()
@@ -64,7 +69,7 @@ def test_no_state_passes_between_runs(sb):
         r = sb.run(look)
         tmp, shm, procs = r.stdout.rsplit(" ", 1)[0], r.stdout, int(r.stdout.split()[-1])
         assert "left" not in tmp and "left" not in shm, r.stdout
-        assert procs == 3, r.stdout  # the init, the run's supervisor, the program itself
+        assert procs == PROCESSES, r.stdout
 
 
 def test_timeout_is_the_hosts_and_kills_the_tree(sb):
@@ -75,7 +80,7 @@ def test_timeout_is_the_hosts_and_kills_the_tree(sb):
     start = time.monotonic()
     r = sb.run(code, timeout=1)
     assert r.timed_out and not r.ok and time.monotonic() - start < 8
-    assert int(sb.run("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))").stdout) == 3
+    assert int(sb.run(COUNT).stdout) == PROCESSES
 
 
 def test_streaming_interact_answers_and_deadline(sb):
@@ -112,7 +117,7 @@ def test_scorer_error_kills_the_program_before_returning(sb):
     start = time.monotonic()
     r = sb.run("print(1, flush=True)\nimport time\ntime.sleep(30)", interact=broken)
     assert r.error and "bad record" in r.error and time.monotonic() - start < 10
-    assert int(sb.run("import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))").stdout) == 3
+    assert int(sb.run(COUNT).stdout) == PROCESSES
 
 
 def test_output_cap(sb):
@@ -153,6 +158,180 @@ def test_program_cannot_reach_its_supervisor(sb):
     assert sb.run(code).stdout.split() == ["fd", "refused", "environ", "refused", "mem", "refused"]
 
 
+@pytest.fixture(scope="module")
+def one():
+    """A sandbox of one container, so that consecutive runs meet the same run server."""
+    _need_engine()
+    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=1, warm=1)
+    yield sandbox
+    sandbox.close()
+
+
+def _server(sandbox) -> tuple[str, int]:
+    """(container id, run server pid) of a one-container sandbox."""
+    (warm,) = sandbox._all
+    return warm.container.id, warm.channel.pid
+
+
+#: The program looks for the run server (the one root process besides the init) and tries everything a
+#: process of its own uid could do to another: signals, ptrace, its descriptors, its memory.
+ATTACK = r"""
+import ctypes, os, signal
+server = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != 1
+          and "Uid:\t0\t" in open(f"/proc/{p}/status").read()]
+print("server", *server)
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in server:
+    for sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGTERM):
+        try:
+            os.kill(pid, sig)
+            print("signalled")
+        except PermissionError:
+            print("kill-refused")
+    for request in (16, 0x4206):  # PTRACE_ATTACH, PTRACE_SEIZE
+        print("ptrace", libc.ptrace(request, pid, 0, 0), ctypes.get_errno())
+    for path, mode in (("fd/0", "wb"), ("fd/1", "rb"), ("mem", "rb"), ("environ", "rb")):
+        try:
+            open(f"/proc/{pid}/{path}", mode).close()
+            print("opened", path)
+        except OSError:
+            print("refused", path)
+    try:
+        os.listdir(f"/proc/{pid}/fd")
+        print("listed")
+    except OSError:
+        print("refused listing")
+"""
+
+
+def test_program_cannot_kill_trace_or_write_to_the_run_server(one):
+    """The run server is root and the program uid 65534 without capabilities: every way in is refused, and
+    the next run is served by the same server in the same container."""
+    one.run("pass")
+    before = _server(one)
+    r = one.run(ATTACK)
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"server {before[1]}", r.stdout + r.stderr
+    assert lines[1:] == ["kill-refused"] * 3 + ["ptrace -1 1"] * 2 + [
+        "refused fd/0", "refused fd/1", "refused mem", "refused environ", "refused listing"], r.stdout
+    assert one.run("print(6 * 7)").stdout == "42\n" and _server(one) == before
+
+
+def test_frames_printed_by_the_program_are_only_its_output(sb):
+    """The program's stdout and stderr reach the host inside the server's frames: bytes shaped like the
+    server's own frames (an exit status, a clean verdict) are output, nothing more."""
+    forged = dk.wire.frame(dk.wire.EXIT, b"0") + dk.wire.frame(dk.wire.CLEAN, b"clean")
+    r = sb.run(f"import os, sys\nsys.stdout.buffer.write({forged!r})\nsys.stdout.flush()\n"
+               f"os.write(2, {forged!r})\nsys.exit(3)")
+    assert r.exit_code == 3 and r.stdout.encode() == forged and r.stderr.encode() == forged
+
+
+def test_stdin_beyond_the_window(sb):
+    """Stdin larger than the host's in-flight window arrives whole; a program that never reads it neither
+    blocks the host nor the next run."""
+    big = bytes(range(256)) * (5 * 4096)  # 5 MiB, five windows
+    r = sb.run("import sys, hashlib\nd = sys.stdin.buffer.read()\nprint(len(d), hashlib.sha256(d).hexdigest())",
+               stdin=big)
+    import hashlib
+
+    assert r.ok and r.stdout.split() == [str(len(big)), hashlib.sha256(big).hexdigest()], r
+    assert sb.run("print('bye')", stdin=big).stdout == "bye\n"
+    r = sb.run("import time\ntime.sleep(30)", stdin=big, timeout=1)
+    assert r.timed_out and int(sb.run(COUNT).stdout) == PROCESSES
+
+
+def test_a_run_makes_no_engine_call(one, monkeypatch):
+    """The point of the run server: runs, killed ones included, cost frames on an open socket, not
+    ``docker exec`` round trips."""
+    one.run("pass")
+    calls = []
+    for name in ("exec_create", "exec_start", "exec_inspect", "create_container", "start", "inspect_container"):
+        original = getattr(one.client.api, name)
+        monkeypatch.setattr(one.client.api, name, lambda *a, _n=name, _o=original, **k: (calls.append(_n), _o(*a, **k))[1])
+    assert [one.run(f"print({i})").stdout for i in range(5)] == [f"{i}\n" for i in range(5)]
+    assert one.run("while True:\n    pass", timeout=0.5).timed_out
+    assert one.run("import os\nos.kill(os.getppid(), 9)\nimport time\ntime.sleep(5)").exit_code == 137
+    assert one.run("print('after')").stdout == "after\n" and calls == []
+
+
+def _kill_server(sandbox) -> str:
+    """Kill the run server from outside (as root in the container, as an OOM kill would); the container id."""
+    container, pid = _server(sandbox)
+    (warm,) = sandbox._all
+    out = warm.container.exec_run(["python", "-I", "-S", "-c", f"import os; os.kill({pid}, 9)"], user="0:0")
+    assert out.exit_code == 0, out.output
+    return container
+
+
+def _removed(container: str) -> bool:
+    import docker
+
+    for _ in range(100):
+        if container not in [c.id for c in docker.from_env().containers.list(all=True)]:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_run_server_that_died_is_replaced(one):
+    """A server that died between runs is noticed before the next run, which gets a fresh container; one
+    that dies during a run fails that run at once (never a result it did not see end) and is replaced."""
+    one.run("pass")
+    dead = _kill_server(one)
+    time.sleep(0.2)
+    r = one.run("print('fresh')")
+    assert r.ok and r.stdout == "fresh\n" and _server(one)[0] != dead and _removed(dead)
+
+    import threading
+
+    container = _server(one)[0]
+    killer = threading.Timer(1.0, _kill_server, args=(one,))
+    killer.start()
+    start = time.monotonic()
+    r = one.run("print('started', flush=True)\nimport time\ntime.sleep(8)\nprint('done')")
+    killer.join()
+    assert not r.ok and r.status() == "sandbox_error" and "run server stopped" in r.error, r
+    assert r.exit_code is None and "done" not in r.stdout and time.monotonic() - start < 6
+    assert one.run("print('again')").stdout == "again\n" and _server(one)[0] != container and _removed(container)
+
+
+def _waiting_spare(warm) -> list[int]:
+    """Pids (in the container) of the next run's supervisor, started ahead and waiting for its arguments."""
+    look = ("import os\nprint(*[p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid() and "
+            "'Uid:\\t65534\\t' in open(f'/proc/{p}/status').read()])")
+    out = warm.container.exec_run(["python", "-I", "-S", "-c", look], user=dk.UID)
+    assert out.exit_code == 0, out.output
+    return [int(p) for p in out.output.split()]
+
+
+def test_a_spare_that_died_waiting_is_never_used(one):
+    """The next run's supervisor is started as soon as a run is over; killed while it waits, it must not
+    answer for the next run (a correct program would fail): that run starts a fresh one."""
+    one.run("pass")
+    (warm,) = one._all
+    for _ in range(50):  # it is started right after the run's end is reported
+        spare = _waiting_spare(warm)
+        if spare:
+            break
+        time.sleep(0.05)
+    assert len(spare) == 1
+    out = warm.container.exec_run(["python", "-I", "-S", "-c", f"import os; os.kill({spare[0]}, 9)"], user=dk.UID)
+    assert out.exit_code == 0, out.output
+    r = one.run("import sys\nprint(sys.stdin.read() * 2)", stdin="ab")
+    assert r.ok and r.stdout == "abab\n" and _server(one)[0] == warm.container.id, r
+
+
+def test_without_spares_every_run_starts_cold():
+    _need_engine()
+    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=1, warm=1, spares=0)
+    try:
+        assert [sandbox.run(f"print({i})").stdout for i in range(3)] == ["0\n", "1\n", "2\n"]
+        (warm,) = sandbox._all
+        assert _waiting_spare(warm) == []
+    finally:
+        sandbox.close()
+
+
 def test_pids_limit(sb):
     bomb = ("import os\nn = 0\nfor _ in range(200):\n    try:\n        pid = os.fork()\n    except OSError:\n"
             "        break\n    if pid == 0:\n        import time\n        time.sleep(5)\n        os._exit(0)\n    n += 1\nprint(n)")
@@ -160,7 +339,8 @@ def test_pids_limit(sb):
 
 
 def test_many_runs_leave_no_processes_or_containers():
-    """100 runs, some killed: afterwards every container holds only its init, and closing removes them."""
+    """100 runs, some killed: afterwards every container holds only its init, its run server and the next
+    run's supervisor waiting for its arguments, and closing removes them."""
     _need_engine()
     import docker
 
@@ -170,7 +350,10 @@ def test_many_runs_leave_no_processes_or_containers():
             code = "import os\nos.fork()\nprint(1)" if i % 10 else "while True:\n    pass"
             sandbox.run(code, timeout=0.5 if i % 10 == 0 else 10)
         for warm in list(sandbox._all):
-            assert len(warm.container.top()["Processes"]) == 1, warm.container.top()
+            procs = warm.container.top()["Processes"]  # [uid, pid, ppid, ...]
+            root = [p[1] for p in procs if p[0] == "root"]
+            waiting = [p for p in procs if p[0] != "root"]
+            assert len(root) == 2 and len(waiting) <= 1 and all(p[2] in root for p in waiting), procs
         ids = [w.container.id for w in sandbox._all]
     finally:
         sandbox.close()
@@ -247,6 +430,29 @@ def test_build_image_for_real():
         sandbox.client.images.remove("lopd-sandbox:test", force=True)
 
 
+# ------------------------------------------------------------------------------------ the run server's wire
+
+def test_frames_split_only_when_complete():
+    from lopd_envs.sandbox import docker_server as wire
+
+    stream = wire.frame(wire.STDOUT, b"abc") + wire.frame(wire.EXIT, b"0") + wire.frame(wire.STDERR, b"x" * 70000)
+    buffer, got = bytearray(), []
+    for i in range(0, len(stream), 7):  # as a socket may cut it
+        buffer += stream[i:i + 7]
+        got += wire.split_frames(buffer)
+    assert got == [(wire.STDOUT, b"abc"), (wire.EXIT, b"0"), (wire.STDERR, b"x" * 70000)] and not buffer
+
+
+def test_the_server_runs_with_the_standard_library_only():
+    """It is started with ``python -I -S`` inside an image that holds nothing but the standard library."""
+    import ast
+
+    tree = ast.parse(dk.SERVER)
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names if not (isinstance(node, ast.ImportFrom) and node.module == "__future__")}
+    assert imported <= set(sys.stdlib_module_names), imported
+
+
 # ------------------------------------------------------------------------------- stand-in client (no engine)
 
 class _Containers:
@@ -258,16 +464,21 @@ class _Containers:
         return type("C", (), {"id": "c0", "remove": lambda self, force: None})()
 
 
-def test_container_is_locked_down():
+def test_container_is_locked_down(monkeypatch):
+    monkeypatch.setattr(dk, "_Channel", lambda *args: None)  # no engine: no run server to start
     sandbox = object.__new__(dk.DockerSandbox)
-    sandbox.image, sandbox.client = "img:1", type("Client", (), {"containers": _Containers()})()
+    sandbox.image, sandbox.client = "img:1", type("Client", (), {"containers": _Containers(), "api": None})()
     sandbox._cond, sandbox._all, sandbox._closed, sandbox._owner = __import__("threading").Condition(), set(), False, "o"
+    sandbox.spares = True
     warm = sandbox._start(dk._Shape.of(Limits(memory=256 * MiB, processes=8, file_size=2 * MiB)))
     kw = sandbox.client.containers.kwargs
     try:
         assert kw["network_disabled"] and kw["network_mode"] == "none" and kw["read_only"]
-        assert kw["user"] == "65534:65534" and kw["cap_drop"] == ["ALL"] and "no-new-privileges" in kw["security_opt"]
-        assert kw["mem_limit"] == kw["memswap_limit"] == 256 * MiB and kw["pids_limit"] == 10  # + init and supervisor
+        # root only so that the run server can drop each run to uid 65534: no capability but those two
+        assert kw["user"] == "0:0" and kw["cap_drop"] == ["ALL"] and sorted(kw["cap_add"]) == ["SETGID", "SETUID"]
+        assert "no-new-privileges" in kw["security_opt"]
+        assert kw["mem_limit"] == kw["memswap_limit"] == 256 * MiB
+        assert kw["pids_limit"] == 11  # + the init, the run server and the run's supervisor
         assert kw["volumes"][str(warm.folder)] == {"bind": "/sandbox", "mode": "ro"}
         assert "size=2097152" in kw["tmpfs"]["/tmp"] and "nr_inodes" in kw["tmpfs"]["/dev/shm"]
         assert kw["sysctls"]["kernel.shmall"] == "0" and kw["sysctls"]["kernel.msgmni"] == "0"

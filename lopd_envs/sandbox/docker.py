@@ -1,29 +1,38 @@
 """Docker backend (the ``docker`` SDK), for machines where an engine is reachable but bubblewrap is not
 (macOS, Windows, locked-down clusters).
 
-Starting a container costs 0.5-1 s, so containers are started ahead and kept warm: each run is an
-``exec`` of a fresh interpreter (the run's supervisor, which forks the program: one interpreter start per
-run) inside an idle container, streamed over the exec's socket (so ``interact``, its per-test
-``deadline()`` and a scorer that raises work as with the other backends). A container is locked down once, when it starts: no
-network, read-only root file system, size- and inode-capped ``/tmp`` and ``/dev/shm``, uid 65534, all
-capabilities dropped, ``no-new-privileges``, a memory cgroup (swap included, ``/dev/shm`` and memfd pages
-count in it), a pids cgroup, and no SysV IPC or POSIX message queues (their namespaced limits set to
-zero). Each run's rlimits are set by the same bootstrap as the other backends, except RLIMIT_NPROC: uid
-65534 is the same host uid in every container, so the pids cgroup counts processes instead.
+Starting a container costs 0.5-1 s and every engine call (``docker exec``) ~100 ms, so containers are
+started ahead and kept warm, and a run makes no engine call at all: each container gets one long-lived
+exec when it starts, the run server (:mod:`lopd_envs.sandbox.docker_server`), which for each run forks a
+fresh interpreter as the sandbox uid running :data:`RUNNER` (the run's supervisor, which forks the program:
+one interpreter start per run) and relays its stdin, stdout, stderr and exit status as frames on the exec's
+socket (so ``interact``, its per-test ``deadline()`` and a scorer that raises work as with the other
+backends). A container is locked down once, when it starts: no network, read-only root file system, size-
+and inode-capped ``/tmp`` and ``/dev/shm``, all capabilities dropped but CAP_SETUID and CAP_SETGID (which
+only the run server, as root, holds; runs are uid 65534 with none), ``no-new-privileges``, a memory cgroup
+(swap included, ``/dev/shm`` and memfd pages count in it), a pids cgroup, and no SysV IPC or POSIX message
+queues (their namespaced limits set to zero). Each run's rlimits are set by the same bootstrap as the other
+backends, except RLIMIT_NPROC: uid 65534 is the same host uid in every container, so the pids cgroup counts
+processes instead.
 
 No state passes from one run to the next. A run is started by :data:`RUNNER`, which makes itself
 non-dumpable (the program cannot ptrace it or open its descriptors), kills every other process of the
 sandbox uid in the container (``kill(-1)``), empties ``/tmp`` and ``/dev/shm``, then starts the program;
 when the program exits it kills everything again, so children left behind neither hold the output open
-nor outlive the run. The host enforces the wall-clock limit itself and, on a timeout, an overflow, an
-abnormal exit or a scorer error, runs a separate clean-up exec before the container is used again; a
-container that does not come back clean is removed and replaced. No seccomp filter is installed (the
+nor outlive the run. The run server is out of the program's reach: it is uid 0 and the program uid 65534
+without capabilities, so the program can neither signal, trace nor open it, and what the program prints
+reaches the host only inside the server's frames (see that module for the one way left, the memory
+cgroup's OOM killer, and why it is safe). The host enforces the wall-clock limit and the output budget
+itself and, on a timeout, an overflow, an abnormal exit or a scorer error, asks the server to kill and clean
+(``RUNNER clean`` as the sandbox uid) before the container is used again; a container that does not come
+back clean, or whose server stopped answering, is removed and replaced. No seccomp filter is installed (the
 engine's default profile applies where the engine has one): memfd and ``/dev/shm`` are bounded by the
 memory cgroup instead, and the kernel keyrings of uid 65534, which containers share, stay reachable.
 
 The program folder is bind-mounted read-only from a per-container host folder, so the engine must share
 this host's file system (a local engine). The image is any Python image the user names (``image=``,
-or ``LOPD_SANDBOX_IMAGE``); ``lopd sandbox build-image`` builds one offline from this host's interpreter.
+or ``LOPD_SANDBOX_IMAGE``) whose ``python`` is on ``PATH`` and which lets ``docker exec`` run as root;
+``lopd sandbox build-image`` builds one offline from this host's interpreter.
 """
 
 from __future__ import annotations
@@ -43,15 +52,27 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from lopd_envs.sandbox import docker_server as wire
+
 from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, RunResult, Sandbox, SandboxUnavailable,
                                     looks_out_of_memory)
 from lopd_envs.sandbox.docker_image import PATH, default_tag
 from lopd_envs.sandbox.interpreter import Interpreter
 from lopd_envs.sandbox.runner import STREAMED_STDOUT_KEPT
+from lopd_envs.sandbox.spares import ENV_SPARES
 
 ENV_IMAGE = "LOPD_SANDBOX_IMAGE"
 LABEL = "lopd.sandbox.owner"
 UID = "65534:65534"
+SANDBOX_UID = 65534
+#: The container's processes start as root: only the run server (an exec as root) keeps CAP_SETUID and
+#: CAP_SETGID, to drop each run to ``SANDBOX_UID``; the init holds them too but runs nothing else.
+ROOT = "0:0"
+CAPS = ["SETUID", "SETGID"]
+#: At most this much stdin is in flight to a run server (it keeps its own buffers small and always reads).
+WINDOW = 1 << 20
+#: How long the host waits for the server's answer to a kill-and-clean request before giving up on it.
+CLEAN_TIMEOUT = 10.0
 #: The container's first process: it only reaps the orphans that runs leave (a pid slot each otherwise).
 INIT = r"""
 import os, signal
@@ -64,19 +85,24 @@ while True:
         pass
     signal.sigtimedwait({signal.SIGCHLD}, 5)
 """
-#: ``python -I -S -c RUNNER run|clean BOOTSTRAP <bootstrap args...>``. ``run``: clean, fork, run the
-#: bootstrap in the child (an interpreter already started: one start-up per run, not two), clean again when
-#: it ends, exit with its status (128 + signal when killed). ``clean``: clean, then print
-#: ``clean`` when no other process is left and both folders are empty. Exit 125: could not clean.
+#: ``python -I -S -c RUNNER spare|clean BOOTSTRAP``, started by the run server as the sandbox uid. ``spare``:
+#: wait for the bootstrap's arguments (limits, program path) as the first bytes of stdin (a 4-byte big-endian
+#: length, then the arguments joined by NUL; exact reads, so the program's stdin is left whole), then clean,
+#: fork, run the bootstrap in the child (an interpreter already started: one start-up per run, not two),
+#: clean again when it ends, exit with its status (128 + signal when killed). The server starts the next
+#: run's spare as soon as a run is over, so that start-up is done before the run is asked for; a spare has
+#: run nothing but this prelude and serves one run. EOF before the arguments: exit at once. ``clean``:
+#: clean, then print ``clean`` when no other process of the uid is left and both folders are empty. Exit
+#: 125: could not clean.
 RUNNER = r"""
-import os, signal, sys
+import os, sys, _signal as signal  # not signal: its enum import alone costs about a third of a start-up
 if os.stat("/proc/self/fd").st_uid != 0:  # still dumpable (lopd's image makes it so from an execute-only binary)
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no ptrace, no /proc/<pid>/fd from the program
     if os.stat("/proc/self/fd").st_uid != 0:
         os.write(2, b"lopd sandbox: cannot make the runner non-dumpable\n")
         os._exit(125)
-_SIGS = [s for s in signal.Signals if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
+_SIGS = [s for s in range(1, signal.NSIG) if s not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD)]
 for _s in _SIGS:
     try:
         signal.signal(_s, signal.SIG_IGN)
@@ -103,16 +129,17 @@ def _wipe(top):
                 pass
     return not os.listdir(top)
 
-def _others():
-    me, left = os.getpid(), []
+def _others():  # live processes of our uid (the init and the run server are root's: not ours to clean)
+    me, uid, left = os.getpid(), "Uid:\t%d\t" % os.getuid(), []
     for pid in os.listdir("/proc"):
         if pid.isdigit() and int(pid) not in (1, me):
             try:
-                with open(f"/proc/{pid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                        left.append(pid)
-            except (OSError, IndexError):
-                pass
+                with open(f"/proc/{pid}/status") as f:
+                    status = f.read(1024)
+            except OSError:
+                continue
+            if uid in status and "State:\tZ" not in status:
+                left.append(pid)
     return left
 
 def _clean():
@@ -129,6 +156,18 @@ if sys.argv[1] == "clean":
         _kill_all()
     print("clean" if ok and not _others() else "dirty", flush=True)
     os._exit(0)
+
+def _get(n):
+    got = b""
+    while len(got) < n:
+        data = os.read(0, n - len(got))
+        if not data:  # the spare was discarded, or the server is gone
+            os._exit(0)
+        got += data
+    return got
+
+sys.argv[3:] = _get(int.from_bytes(_get(4), "big")).decode("utf-8", "surrogateescape").split("\0")
+del _get
 if not _clean():
     os.write(2, b"lopd sandbox: the container could not be cleaned\n")
     os._exit(125)
@@ -153,6 +192,9 @@ _boot, sys.argv = sys.argv[2], ["-c", *sys.argv[3:]]
 exec(compile(_boot, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 """
 
+#: ``python -I -S -c SERVER 65534 RUNNER BOOTSTRAP``: the run server, one long-lived exec per container.
+SERVER = Path(wire.__file__).read_text(encoding="utf-8")
+
 
 @dataclass(frozen=True)
 class _Shape:
@@ -168,10 +210,12 @@ class _Shape:
 
 
 class _Warm:
-    """One started container and the host folder mounted (read-only) as its ``/sandbox``."""
+    """One started container, the host folder mounted (read-only) as its ``/sandbox``, and the open
+    channel to its run server."""
 
     def __init__(self, container, folder: Path):
         self.container, self.folder, self.runs = container, folder, 0
+        self.channel: _Channel | None = None
 
     def stage(self, wd: Path) -> None:
         """Replace the folder's contents with the run's files (hard links when possible: no copy)."""
@@ -194,8 +238,11 @@ class DockerSandbox(Sandbox):
     isolating = True
 
     def __init__(self, limits: Limits | None = None, image: str | None = None, max_containers: int | None = None,
-                 warm: int | None = None):
+                 warm: int | None = None, spares: int | None = None):
         super().__init__(limits)
+        #: each run server keeps the next run's supervisor started ahead (``spares=0`` or
+        #: ``LOPD_SANDBOX_SPARES=0``: every run starts its interpreter when it is asked for)
+        self.spares = (spares if spares is not None else int(os.environ.get(ENV_SPARES, "1") or 1)) > 0
         self.image = image or default_image()
         problem = self.probe(self.image)
         if problem:
@@ -218,8 +265,10 @@ class DockerSandbox(Sandbox):
         self._owner = f"{socket.gethostname()}:{_process_id(os.getpid())}:{secrets.token_hex(4)}"
         _remove_orphans(self.client)
         atexit.register(_close, weakref.ref(self))
-        for _ in range(warm if warm is not None else min(2, self.max_containers)):
-            self._prestart(_Shape.of(self.limits))
+        # the first container is ready before this returns: a first run would otherwise pay its start (~1 s)
+        # inside its own clock, where a scorer's per-test deadline (measured from before the run) counts it
+        for i in range(warm if warm is not None else min(2, self.max_containers)):
+            self._prestart(_Shape.of(self.limits), wait=i == 0)
 
     # ------------------------------------------------------------------------------ the container pool
 
@@ -229,11 +278,12 @@ class DockerSandbox(Sandbox):
         tmpfs = f"size={shape.file_size},nr_inodes=4096,mode=1777"
         try:
             container = self.client.containers.run(
-                self.image, ["python", "-I", "-S", "-c", INIT], detach=True, user=UID, working_dir="/sandbox",
+                self.image, ["python", "-I", "-S", "-c", INIT], detach=True, user=ROOT, working_dir="/sandbox",
                 network_disabled=True, network_mode="none", read_only=True, ipc_mode="private",
                 tmpfs={"/tmp": tmpfs, "/dev/shm": tmpfs}, volumes={str(folder): {"bind": "/sandbox", "mode": "ro"}},
-                mem_limit=shape.memory, memswap_limit=shape.memory, pids_limit=shape.processes + 2,
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], environment={"HOME": "/tmp", "PATH": PATH},
+                mem_limit=shape.memory, memswap_limit=shape.memory, pids_limit=shape.processes + 3,
+                cap_drop=["ALL"], cap_add=CAPS, security_opt=["no-new-privileges"],
+                environment={"HOME": "/tmp", "PATH": PATH},
                 sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.msgmni": "0",
                          "kernel.sem": "0 0 0 0", "fs.mqueue.queues_max": "0"},
                 log_config={"type": "none"}, labels={LABEL: self._owner})
@@ -241,6 +291,11 @@ class DockerSandbox(Sandbox):
             shutil.rmtree(folder, ignore_errors=True)
             raise
         warm = _Warm(container, folder)
+        try:
+            warm.channel = _Channel(self.client.api, container.id, self.spares)
+        except BaseException:
+            _remove(warm)
+            raise
         with self._cond:
             closed = self._closed
             if not closed:
@@ -250,8 +305,9 @@ class DockerSandbox(Sandbox):
             raise SandboxUnavailable("the docker sandbox was closed")
         return warm
 
-    def _prestart(self, shape: _Shape) -> None:
-        """Start one more container of ``shape`` in the background (when under the cap)."""
+    def _prestart(self, shape: _Shape, wait: bool = False) -> None:
+        """Start one more container of ``shape`` in the background, or before returning with ``wait``
+        (when under the cap)."""
         with self._cond:
             if sum(self._count.values()) >= self.max_containers:
                 return
@@ -267,7 +323,10 @@ class DockerSandbox(Sandbox):
                 return
             self._release(shape, warm)
 
-        threading.Thread(target=work, daemon=True, name="lopd-docker-start").start()
+        if wait:
+            work()
+        else:
+            threading.Thread(target=work, daemon=True, name="lopd-docker-start").start()
 
     def _acquire(self, shape: _Shape) -> _Warm:
         with self._cond:
@@ -322,164 +381,254 @@ class DockerSandbox(Sandbox):
 
     def _run(self, wd: Path, stdin: bytes, limits: Limits, interact: Interact | None = None) -> RunResult:
         shape = _Shape.of(limits)
-        for attempt in (0, 1):
+        attempt = dead = 0
+        while True:
             warm = self._acquire(shape)
+            if not warm.channel.alive():  # the container or its server died while idle: a fresh one
+                self._replace(shape, warm)
+                dead += 1
+                if dead > 2 * self.max_containers:
+                    raise RuntimeError(f"the containers' run servers keep dying{warm.channel.tail()}")
+                continue
             clean = False
             try:
                 warm.stage(wd)
                 result, clean = self._exec(warm, stdin, limits, interact)
-            except Exception as exc:
-                stale = _is_gone(exc)
-                clean = False
-                if stale and attempt == 0:  # the container died while idle: retry once on a fresh one
-                    continue
-                raise
             finally:
                 if clean:
                     self._release(shape, warm)
                 else:
-                    self._discard(shape, warm)
-                    self._prestart(shape)
+                    self._replace(shape, warm)
             if result.exit_code == 125 and result.stderr.startswith("lopd sandbox:"):
                 if attempt == 0:
+                    attempt += 1
                     continue  # the container could not be cleaned before the program ran: a fresh one
                 raise RuntimeError(result.stderr.strip())  # the program never ran: a sandbox error
             return result
-        raise RuntimeError("no clean container")
+
+    def _replace(self, shape: _Shape, warm: _Warm) -> None:
+        self._discard(shape, warm)
+        self._prestart(shape)
 
     def _exec(self, warm: _Warm, stdin: bytes, limits: Limits, interact: Interact | None) -> tuple[RunResult, bool]:
-        """One exec in ``warm``, streamed until it ends or a limit is hit; also whether the container may
-        be reused. Every way out that leaves the program running (timeout, overflow, a scorer deadline, a
-        scorer error) kills it with the clean-up exec before this returns."""
+        """One run on ``warm``'s server, streamed until it ends or a limit is hit; also whether the container
+        may be reused. Every way out that leaves the program running (timeout, overflow, a scorer deadline,
+        a scorer error) has the server kill and clean before this returns."""
         args = limits.rlimit_args()
         args[3] = "-1"  # RLIMIT_NPROC counts uid 65534 across every container: the pids cgroup limits it
-        api = self.client.api
-        argv = ["python", "-I", "-S", "-c", RUNNER, "run", BOOTSTRAP, *args, "/sandbox/main.py"]
-        exec_id = api.exec_create(warm.container.id, argv, stdin=True, user=UID, workdir="/sandbox",
-                                  environment=_env())["Id"]
-        start = time.monotonic()
-        sock = api.exec_start(exec_id, socket=True)
-        raw: socket.socket = getattr(sock, "_sock", sock)
-        stream = _Stream(raw, limits.output, kept_stdout=limits.output if interact is None else
+        channel = warm.channel
+        output = _Output(limits.output, kept_stdout=limits.output if interact is None else
                          min(limits.output, STREAMED_STDOUT_KEPT))
-        writer = threading.Thread(target=_feed, args=(raw, stdin, interact is None), daemon=True)
-        writer.start()
+        feed = _Feed(stdin, close=interact is None)
+        start = time.monotonic()
+        channel.queue(wire.RUN, "\0".join([*args, "/sandbox/main.py"]).encode())
+        feed.top_up(channel)
         test_deadline = getattr(interact, "deadline", None)
-        poller = select.poll()
-        poller.register(raw, select.POLLIN)
         deadline = start + limits.timeout
-        timed_out = stopped = finished = False
+        timed_out = stopped = finished = gone = False
+        exit_code: int | None = None
         error = None
-        try:
-            while not stream.truncated:
-                now = time.monotonic()
-                test = test_deadline() if test_deadline is not None else None
-                if test is not None and test <= now:
-                    stopped = True
+        while not (finished or output.truncated or error):
+            now = time.monotonic()
+            test = test_deadline() if test_deadline is not None else None
+            if test is not None and test <= now:
+                stopped = True
+                break
+            if now >= deadline:
+                timed_out = True
+                break
+            frames = channel.receive(min(min(deadline, test if test is not None else deadline) - now, 1.0))
+            if frames is None:
+                gone = True
+                break
+            for kind, payload in frames:
+                if kind == wire.STDOUT:
+                    output.add(1, payload)
+                    if interact is not None:
+                        try:
+                            answer = interact(payload)
+                        except Exception as exc:  # noqa: BLE001 - candidate output made the scorer fail
+                            error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
+                            break
+                        if answer:
+                            feed.answer(channel, answer)
+                elif kind == wire.STDERR:
+                    output.add(2, payload)
+                elif kind == wire.TAKEN:
+                    feed.taken(int(payload))
+                elif kind == wire.EXIT:
+                    exit_code, finished = int(payload), True
+                if output.truncated:
                     break
-                if now >= deadline:
-                    timed_out = True
-                    break
-                wait = min(deadline, test if test is not None else deadline) - now
-                if not poller.poll(min(wait, 1.0) * 1000):  # poll, not select: a trainer's fds pass 1024
-                    continue
-                chunks = stream.read()
-                if chunks is None:
-                    finished = True
-                    break
-                if interact is not None:
-                    try:
-                        answer = b"".join(filter(None, [interact(chunk) for chunk in chunks]))
-                    except Exception as exc:  # noqa: BLE001 - candidate output made the scorer fail
-                        error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
-                        break
-                    if answer:
-                        raw.sendall(answer)
-        finally:
-            _hang_up(sock, raw)  # first: the engine's copy of the output must not block on us
-            clean = finished or self._clean(warm)  # kill the program before anything else
-            writer.join(timeout=1.0)
+            feed.top_up(channel)
         wall = time.monotonic() - start
-        exit_code = api.exec_inspect(exec_id).get("ExitCode") if finished else None
-        if finished and not (exit_code is not None and exit_code < 125):
-            clean = self._clean(warm)  # killed, or the runner could not clean: check before reuse
-        err = stream.text(2)
-        oom = finished and not stream.truncated and looks_out_of_memory(exit_code, err)
-        return RunResult(stream.text(1), err, exit_code, timed_out, oom, wall, self.name, True,
-                         truncated=stream.truncated, error=error, stopped=stopped), clean
-
-    def _clean(self, warm: _Warm) -> bool:
-        """Kill everything left in the container and empty its folders; ``True`` when it is clean again."""
-        for _ in range(3):  # the run's own runner, ending at the same moment, may kill this one: retry
-            try:
-                out = warm.container.exec_run(["python", "-I", "-S", "-c", RUNNER, "clean"], user=UID,
-                                              workdir="/", environment=_env())
-            except Exception:  # noqa: BLE001 - unreachable or dead: the caller discards it
-                return False
-            if out.exit_code != 137:
-                return out.exit_code == 0 and out.output.strip() == b"clean"
-        return False
+        if gone:
+            error = f"the container's run server stopped during the run{channel.tail()}"
+            clean = False
+        elif finished and exit_code is not None and exit_code < 125:
+            clean = True
+        else:  # killed, stopped, or the runner could not clean: the server kills and cleans before reuse
+            clean = channel.kill_and_clean()
+        err = output.text(2)
+        oom = finished and not output.truncated and looks_out_of_memory(exit_code, err)
+        return RunResult(output.text(1), err, exit_code if finished else None, timed_out, oom, wall, self.name,
+                         True, truncated=output.truncated, error=error, stopped=stopped), clean
 
     @classmethod
     def probe(cls, image: str | None = None) -> str | None:
         return _probe(image or default_image())
 
 
-class _Stream:
-    """Docker's multiplexed exec stream (8-byte headers: stream, 0, 0, 0, big-endian length). ``cap``
-    bounds all output (the run is killed past it); ``kept_stdout`` is how much stdout is also kept when a
-    scorer reads it live."""
+class _Output:
+    """A run's stdout and stderr within the output budget: ``cap`` bounds all output (the run is killed past
+    it); ``kept_stdout`` is how much stdout is also kept when a scorer reads it live."""
 
-    def __init__(self, sock: socket.socket, cap: int, kept_stdout: int):
-        self.sock, self.cap, self.buffer = sock, cap, b""
+    def __init__(self, cap: int, kept_stdout: int):
+        self.cap, self.total, self.truncated = cap, 0, False
         self.parts: dict[int, list[bytes]] = {1: [], 2: []}
         self.room = {1: kept_stdout, 2: cap}
-        self.total, self.truncated = 0, False
 
-    def read(self) -> list[bytes] | None:
-        """The stdout chunks completed by what the socket has now; ``None`` at the end of the stream."""
-        data = self.sock.recv(1 << 16)
-        if not data:
-            return None
-        self.buffer += data
-        out = []
-        while len(self.buffer) >= 8:
-            kind, size = self.buffer[0], struct.unpack(">I", self.buffer[4:8])[0]
-            if len(self.buffer) < 8 + size:
-                break
-            payload, self.buffer = self.buffer[8:8 + size], self.buffer[8 + size:]
-            self.total += len(payload)
-            if kind in self.parts:
-                self.parts[kind].append(payload[:max(self.room[kind], 0)])
-                self.room[kind] -= len(payload)
-                if kind == 1:
-                    out.append(payload)
-            if self.total > self.cap:
-                self.truncated = True
-                break
-        return out
+    def add(self, kind: int, payload: bytes) -> None:
+        self.parts[kind].append(payload[:max(self.room[kind], 0)])
+        self.room[kind] -= len(payload)
+        self.total += len(payload)
+        self.truncated = self.truncated or self.total > self.cap
 
     def text(self, kind: int) -> str:
         return b"".join(self.parts[kind]).decode("utf-8", "replace")
 
 
-def _hang_up(sock, raw: socket.socket) -> None:
-    """Really close the exec's connection: ``close`` alone waits for the SDK's file wrappers to go."""
-    for step in (lambda: raw.shutdown(socket.SHUT_RDWR), raw.close, sock.close):
+class _Feed:
+    """The run's stdin, sent to the server at most :data:`WINDOW` bytes ahead of what it has taken, then
+    (without a scorer talking to the program) the end of it."""
+
+    def __init__(self, data: bytes, close: bool):
+        self.data, self.offset, self.close = memoryview(data), 0, close
+        self.sent = self.acked = 0
+
+    def top_up(self, channel: "_Channel") -> None:
+        while self.offset < len(self.data) and self.sent - self.acked < WINDOW:
+            size = min(wire.CHUNK, WINDOW - (self.sent - self.acked), len(self.data) - self.offset)
+            channel.queue(wire.STDIN, bytes(self.data[self.offset:self.offset + size]))
+            self.offset += size
+            self.sent += size
+        if self.close and self.offset >= len(self.data):
+            channel.queue(wire.EOF)
+            self.close = False
+        channel.flush()
+
+    def answer(self, channel: "_Channel", data: bytes) -> None:
+        channel.queue(wire.STDIN, data)
+        self.sent += len(data)
+
+    def taken(self, n: int) -> None:
+        self.acked = min(self.sent, self.acked + n)
+
+
+class _Channel:
+    """The host's end of a container's run server (:mod:`~lopd_envs.sandbox.docker_server`): one exec,
+    started with the container and kept open. The exec's socket carries Docker's multiplexed stream (8-byte
+    headers: stream, 0, 0, 0, big-endian length); the server's stdout inside it carries our frames."""
+
+    def __init__(self, api, container_id: str, spares: bool = True, timeout: float = 30.0):
+        argv = ["python", "-I", "-S", "-c", SERVER, str(SANDBOX_UID), "1" if spares else "0", RUNNER, BOOTSTRAP]
+        exec_id = api.exec_create(container_id, argv, stdin=True, user=ROOT, workdir="/", environment=_env())["Id"]
+        self.sock = api.exec_start(exec_id, socket=True)
+        self.raw: socket.socket = getattr(self.sock, "_sock", self.sock)
+        self.raw.setblocking(False)
+        self.poller = select.poll()  # poll, not select: a trainer's descriptors pass 1024
+        self.mux, self.data, self.errors, self.out = bytearray(), bytearray(), bytearray(), bytearray()
+        self.closed = False
+        # the server says nothing before this hello, so no byte of its stream can have been read (and
+        # buffered) by the SDK's HTTP response before the socket is ours
+        self.queue(wire.HELLO)
+        deadline = time.monotonic() + timeout
+        self.pid = None
+        while self.pid is None:
+            frames = self.receive(deadline - time.monotonic())
+            if frames is None or time.monotonic() >= deadline:
+                self.close()
+                raise SandboxUnavailable(f"the run server did not start in the container{self.tail()}")
+            self.pid = next((int(p) for k, p in frames if k == wire.READY), None)
+
+    def queue(self, kind: bytes, payload: bytes = b"") -> None:
+        self.out += wire.frame(kind, payload)
+
+    def flush(self) -> None:
+        """Send what the socket takes now (the server always reads, so the rest goes on the next poll)."""
+        while self.out and not self.closed:
+            try:
+                sent = self.raw.send(self.out)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.closed = True
+                return
+            del self.out[:sent]
+
+    def receive(self, wait: float) -> list[tuple[bytes, bytes]] | None:
+        """The server's frames that arrive within ``wait`` seconds (maybe none); ``None`` once it is gone."""
+        self.flush()
+        if self.closed:
+            return None
+        self.poller.register(self.raw, select.POLLIN | (select.POLLOUT if self.out else 0))
+        events = self.poller.poll(max(wait, 0.0) * 1000)
+        if not events:
+            return []
+        if events[0][1] & select.POLLOUT:
+            self.flush()
+        if not events[0][1] & (select.POLLIN | select.POLLHUP | select.POLLERR):
+            return []
         try:
-            step()
+            data = self.raw.recv(1 << 18)
+        except BlockingIOError:
+            return []
         except OSError:
-            pass
+            data = b""
+        if not data:
+            self.closed = True
+            return None
+        self.mux += data
+        while len(self.mux) >= 8:
+            stream, size = self.mux[0], struct.unpack_from(">I", self.mux, 4)[0]
+            if len(self.mux) < 8 + size:
+                break
+            (self.data if stream == 1 else self.errors).extend(self.mux[8:8 + size])
+            del self.mux[:8 + size]
+        del self.errors[:-2000]
+        return wire.split_frames(self.data)
 
+    def alive(self) -> bool:
+        """Whether the idle server is still there (anything but a late stdin receipt means it is not)."""
+        frames = self.receive(0)
+        return frames is not None and all(kind == wire.TAKEN for kind, _ in frames)
 
-def _feed(sock: socket.socket, data: bytes, close: bool) -> None:
-    try:
-        if data:
-            sock.sendall(data)
-        if close:
-            sock.shutdown(socket.SHUT_WR)  # the program sees the end of its stdin
-    except OSError:
-        pass
+    def kill_and_clean(self) -> bool:
+        """Have the server kill whatever runs and clean the container; ``True`` when it says it is clean.
+        Frames of the run still in flight are dropped on the way."""
+        self.queue(wire.KILL)
+        deadline = time.monotonic() + CLEAN_TIMEOUT
+        while time.monotonic() < deadline:
+            frames = self.receive(deadline - time.monotonic())
+            if frames is None:
+                return False
+            for kind, payload in frames:
+                if kind == wire.CLEAN:
+                    return payload == b"clean"
+        return False
+
+    def tail(self) -> str:
+        text = self.errors.decode("utf-8", "replace").strip()[-500:]
+        return f"; its stderr: {text}" if text else ""
+
+    def close(self) -> None:
+        """Really close the exec's connection: ``close`` alone waits for the SDK's file wrappers to go."""
+        self.closed = True
+        for step in (lambda: self.raw.shutdown(socket.SHUT_RDWR), self.raw.close, self.sock.close):
+            try:
+                step()
+            except OSError:
+                pass
 
 
 def _env() -> dict[str, str]:
@@ -488,17 +637,13 @@ def _env() -> dict[str, str]:
     return {**scrubbed_env("/tmp"), "PATH": PATH}
 
 
-def _is_gone(exc: Exception) -> bool:
-    """The container is not running any more (it was killed, or the engine restarted)."""
-    text = str(exc)
-    return "is not running" in text or "No such container" in text or "409" in text
-
-
 def _remove(warm: _Warm) -> None:
     try:
         warm.container.remove(force=True)
     except Exception:  # noqa: BLE001 - already gone
         pass
+    if warm.channel is not None:
+        warm.channel.close()
     shutil.rmtree(warm.folder, ignore_errors=True)
 
 

@@ -283,8 +283,15 @@ class UidSlots:
     run's leftovers."""
 
     def __init__(self, size: int = 256, region: int = 0):
-        base = 1_000_000 + region * 50_000 * size + (os.getpid() % 50_000) * size
-        self.uids = range(base, base + size)
+        self.size, self.region = size, region
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        """The range is chosen by pid, so a forked child draws from its own (its parent's runs hold the
+        inherited one), with a fresh lock (another thread may have held the old one at the fork)."""
+        base = 1_000_000 + self.region * 50_000 * self.size + (os.getpid() % 50_000) * self.size
+        self.uids = range(base, base + self.size)
         self._free = list(self.uids)
         self._cond = threading.Condition()
 

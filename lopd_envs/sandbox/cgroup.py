@@ -315,6 +315,16 @@ def _on_helper_thread(call: Callable[[], T]) -> T:
         raise
 
 
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: it makes its own helper (a lock another thread
+    held at the fork would stay held forever, so it is replaced too)."""
+    global _helper, _lock
+    _helper, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def kill_until_gone(pids: Callable[[], list[int]], spare: int | None = None, patience: float = 2.0) -> bool:
     """SIGKILL what ``pids()`` lists (but ``spare``, and never this process) until it lists nothing else;
     False after ``patience`` seconds (a fork racing the kill is caught by the next pass)."""

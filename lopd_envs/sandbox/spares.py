@@ -188,17 +188,17 @@ class SpareStock:
             spare.discard()
 
     def forget(self) -> None:
-        """In a forked child: drop the parent's spares without touching them (they are not our children)."""
-        with self._cond:
-            for ready in self._ready.values():
-                for spare in ready:
-                    for stream in (spare.run.proc.stdin, spare.run.proc.stdout, spare.run.proc.stderr):
-                        try:
-                            stream.close()
-                        except OSError:
-                            pass
-            self._ready.clear()
-            self._starting.clear()
+        """In a forked child: drop the parent's spares without touching them (they are not our children).
+        The lock is replaced, not taken: another thread of the parent may have held it at the fork."""
+        self._cond = threading.Condition()
+        for ready in self._ready.values():
+            for spare in ready:
+                for stream in (spare.run.proc.stdin, spare.run.proc.stdout, spare.run.proc.stderr):
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+        self._ready, self._starting = {}, {}
         WAITING_UIDS.clear()
 
 

@@ -1,19 +1,21 @@
 """Docker backend (the ``docker`` SDK), for machines where an engine is reachable but bubblewrap is not
 (macOS, Windows, locked-down clusters).
 
-Starting a container costs 0.5-1 s and every engine call (``docker exec``) ~100 ms, so containers are
-started ahead and kept warm, and a run makes no engine call at all: each container gets one long-lived
-exec when it starts, the run server (:mod:`lopd_envs.sandbox.docker_server`), which for each run forks a
-fresh interpreter as the sandbox uid running :data:`RUNNER` (the run's supervisor, which forks the program:
-one interpreter start per run) and relays its stdin, stdout, stderr and exit status as frames on the exec's
-socket (so ``interact``, its per-test ``deadline()`` and a scorer that raises work as with the other
-backends). A container is locked down once, when it starts: no network, read-only root file system, size-
-and inode-capped ``/tmp`` and ``/dev/shm``, all capabilities dropped but CAP_SETUID and CAP_SETGID (which
-only the run server, as root, holds; runs are uid 65534 with none), ``no-new-privileges``, a memory cgroup
-(swap included, ``/dev/shm`` and memfd pages count in it), a pids cgroup, and no SysV IPC or POSIX message
-queues (their namespaced limits set to zero). Each run's rlimits are set by the same bootstrap as the other
-backends, except RLIMIT_NPROC: uid 65534 is the same host uid in every container, so the pids cgroup counts
-processes instead.
+Starting a container costs 0.5-1 s and every engine call (``docker exec``) ~100 ms, so containers are started
+ahead and kept warm, and a run makes no engine call at all: each container gets one long-lived exec when it
+starts, the run server (:mod:`lopd_envs.sandbox.docker_server`), which for each run forks a fresh interpreter
+as the sandbox uid running :data:`RUNNER` (the run's supervisor, which forks the program: one interpreter
+start per run) and relays its stdin, stdout, stderr and exit status as frames on the exec's socket (so
+``interact``, its per-test ``deadline()`` and a scorer that raises work as with the other backends). The
+server starts each run's supervisor as soon as the previous run is over (a spare that waits for its arguments
+and serves that one run), so a run does not wait for an interpreter's start-up either (``spares=0`` /
+``LOPD_SANDBOX_SPARES=0``: started when asked for). A container is locked down once, when it starts: no
+network, read-only root file system, size- and inode-capped ``/tmp`` and ``/dev/shm``, all capabilities
+dropped but CAP_SETUID and CAP_SETGID (held by the root processes only, the init and the run server; runs are
+uid 65534 with none), ``no-new-privileges``, a memory cgroup (swap included, ``/dev/shm`` and memfd pages
+count in it), a pids cgroup, and no SysV IPC or POSIX message queues (their namespaced limits set to zero).
+Each run's rlimits are set by the same bootstrap as the other backends, except RLIMIT_NPROC: uid 65534 is the
+same host uid in every container, so the pids cgroup counts processes instead.
 
 No state passes from one run to the next. A run is started by :data:`RUNNER`, which makes itself
 non-dumpable (the program cannot ptrace it or open its descriptors), kills every other process of the
@@ -63,8 +65,8 @@ from lopd_envs.sandbox.spares import ENV_SPARES
 
 ENV_IMAGE = "LOPD_SANDBOX_IMAGE"
 LABEL = "lopd.sandbox.owner"
-UID = "65534:65534"
 SANDBOX_UID = 65534
+UID = f"{SANDBOX_UID}:{SANDBOX_UID}"  # the runs' user, as ``docker exec`` takes it
 #: The container's processes start as root: only the run server (an exec as root) keeps CAP_SETUID and
 #: CAP_SETGID, to drop each run to ``SANDBOX_UID``; the init holds them too but runs nothing else.
 ROOT = "0:0"
@@ -86,14 +88,14 @@ while True:
     signal.sigtimedwait({signal.SIGCHLD}, 5)
 """
 #: ``python -I -S -c RUNNER spare|clean BOOTSTRAP``, started by the run server as the sandbox uid. ``spare``:
-#: wait for the bootstrap's arguments (limits, program path) as the first bytes of stdin (a 4-byte big-endian
-#: length, then the arguments joined by NUL; exact reads, so the program's stdin is left whole), then clean,
-#: fork, run the bootstrap in the child (an interpreter already started: one start-up per run, not two),
-#: clean again when it ends, exit with its status (128 + signal when killed). The server starts the next
-#: run's spare as soon as a run is over, so that start-up is done before the run is asked for; a spare has
-#: run nothing but this prelude and serves one run. EOF before the arguments: exit at once. ``clean``:
-#: clean, then print ``clean`` when no other process of the uid is left and both folders are empty. Exit
-#: 125: could not clean.
+#: clean, fork; the child waits for the bootstrap's arguments (limits, program path) as the first bytes of
+#: stdin (a 4-byte big-endian length, then the arguments joined by NUL; exact reads, so the program's stdin is
+#: left whole) and runs the bootstrap (an interpreter already started: one start-up per run, not two); the
+#: parent cleans again when the child ends and exits with its status (128 + signal when killed). The server
+#: starts the next run's spare as soon as a run is over, so all of that is done before the run is asked for;
+#: a spare has run nothing but this prelude and serves one run. EOF before the arguments: exit at once.
+#: ``clean``: clean, then print ``clean`` when no other process of the uid is left and both folders are
+#: empty. Exit 125: could not clean.
 RUNNER = r"""
 import os, sys, _signal as signal  # not signal: its enum import alone costs about a third of a start-up
 if os.stat("/proc/self/fd").st_uid != 0:  # still dumpable (lopd's image makes it so from an execute-only binary)
@@ -157,17 +159,8 @@ if sys.argv[1] == "clean":
     print("clean" if ok and not _others() else "dirty", flush=True)
     os._exit(0)
 
-def _get(n):
-    got = b""
-    while len(got) < n:
-        data = os.read(0, n - len(got))
-        if not data:  # the spare was discarded, or the server is gone
-            os._exit(0)
-        got += data
-    return got
-
-sys.argv[3:] = _get(int.from_bytes(_get(4), "big")).decode("utf-8", "surrogateescape").split("\0")
-del _get
+# a spare: nothing of the uid runs between the end of the last run (its supervisor killed all and is reaped)
+# and this start, so the container is cleaned now and the program's process forked now, ahead of the run
 if not _clean():
     os.write(2, b"lopd sandbox: the container could not be cleaned\n")
     os._exit(125)
@@ -188,6 +181,18 @@ for _s in _SIGS:  # the child: a fresh interpreter already started, so no second
     except (OSError, ValueError):
         pass
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+def _get(n):
+    got = b""
+    while len(got) < n:
+        data = os.read(0, n - len(got))
+        if not data:  # the spare was discarded, or the server is gone
+            os._exit(0)
+        got += data
+    return got
+
+sys.argv[3:] = _get(int.from_bytes(_get(4), "big")).decode("utf-8", "surrogateescape").split("\0")
+del _get
 _boot, sys.argv = sys.argv[2], ["-c", *sys.argv[3:]]
 exec(compile(_boot, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
 """
@@ -242,7 +247,7 @@ class DockerSandbox(Sandbox):
         super().__init__(limits)
         #: each run server keeps the next run's supervisor started ahead (``spares=0`` or
         #: ``LOPD_SANDBOX_SPARES=0``: every run starts its interpreter when it is asked for)
-        self.spares = (spares if spares is not None else int(os.environ.get(ENV_SPARES, "1") or 1)) > 0
+        self.spare_ahead = (spares if spares is not None else int(os.environ.get(ENV_SPARES, "1") or 1)) > 0
         self.image = image or default_image()
         problem = self.probe(self.image)
         if problem:
@@ -292,7 +297,7 @@ class DockerSandbox(Sandbox):
             raise
         warm = _Warm(container, folder)
         try:
-            warm.channel = _Channel(self.client.api, container.id, self.spares)
+            warm.channel = _Channel(self.client.api, container.id, self.spare_ahead)
         except BaseException:
             _remove(warm)
             raise

@@ -318,9 +318,15 @@ def test_a_spare_that_died_waiting_is_never_used(one):
                 break
             time.sleep(0.05)
         assert len(spare) == 2, spare
+        # as the sandbox uid (root holds no CAP_KILL); the replacement's clean-up may kill this exec too (137)
         out = warm.container.exec_run(["python", "-I", "-S", "-c", f"import os; os.kill({spare[which]}, 9)"],
                                       user=dk.UID)
-        assert out.exit_code == 0, out.output
+        assert out.exit_code in (0, 137), out.output
+        for _ in range(50):
+            if spare[which] not in _waiting_spare(warm):
+                break
+            time.sleep(0.05)
+        assert spare[which] not in _waiting_spare(warm)
         r = one.run("import sys\nprint(sys.stdin.read() * 2)", stdin="ab")
         assert r.ok and r.stdout == "abab\n" and _server(one)[0] == warm.container.id, r
 

@@ -265,6 +265,10 @@ class DockerSandbox(Sandbox):
         self._cond = threading.Condition()
         self._idle: dict[_Shape, list[_Warm]] = {}
         self._count: dict[_Shape, int] = {}
+        #: background starts in flight per shape, and the runs waiting for one of them (a run waits for one
+        #: already under way rather than starting yet another container)
+        self._starting: dict[_Shape, int] = {}
+        self._awaiting: dict[_Shape, int] = {}
         self._all: set[_Warm] = set()
         self._closed = False
         self._owner = f"{socket.gethostname()}:{_process_id(os.getpid())}:{secrets.token_hex(4)}"
@@ -317,6 +321,8 @@ class DockerSandbox(Sandbox):
             if sum(self._count.values()) >= self.max_containers:
                 return
             self._count[shape] = self._count.get(shape, 0) + 1
+            if not wait:
+                self._starting[shape] = self._starting.get(shape, 0) + 1
 
         def work():
             try:
@@ -324,9 +330,13 @@ class DockerSandbox(Sandbox):
             except Exception:  # noqa: BLE001 - the next acquire starts one itself and reports the error
                 with self._cond:
                     self._count[shape] = self._count.get(shape, 1) - 1
+                    warm = None
+            if warm is not None:
+                self._release(shape, warm)
+            if not wait:
+                with self._cond:
+                    self._starting[shape] -= 1
                     self._cond.notify_all()
-                return
-            self._release(shape, warm)
 
         if wait:
             work()
@@ -338,6 +348,13 @@ class DockerSandbox(Sandbox):
             while True:
                 if self._idle.get(shape):
                     return self._idle[shape].pop()
+                if self._starting.get(shape, 0) > self._awaiting.get(shape, 0):
+                    self._awaiting[shape] = self._awaiting.get(shape, 0) + 1
+                    try:
+                        self._cond.wait(timeout=1.0)
+                    finally:
+                        self._awaiting[shape] -= 1
+                    continue
                 if sum(self._count.values()) < self.max_containers:
                     self._count[shape] = self._count.get(shape, 0) + 1
                     break

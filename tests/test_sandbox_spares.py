@@ -135,10 +135,9 @@ def test_a_stale_spare_is_thrown_away_not_used():
         sb.close()
 
 
-def test_a_fresh_spare_is_used(name):
-    if name == "bubblewrap":
-        pytest.skip("the PID namespace hides the host pid; the process backend shows the mechanism")
-    sb = make(name, spares=1)
+def test_a_fresh_spare_is_used():
+    """Shown on the process backend: bubblewrap's PID namespace hides the host pid from the program."""
+    sb = make("process", spares=1)
     try:
         sb.run("pass")
         sb.spares.settle()
@@ -224,3 +223,27 @@ def test_a_forked_child_starts_its_own_spares(name):
         assert sb.run("print(4)").stdout == "4\n"
     finally:
         sb.close()
+
+
+def test_a_dropped_sandbox_gives_its_spares_back(name):
+    """No close(): once the sandbox is collected its spares are killed and reaped, and their uid slots
+    (a pool of 256) and cgroups returned, so creating sandboxes in a loop cannot exhaust them."""
+    import gc
+
+    from lopd_envs.sandbox.base import UIDS
+
+    make(name)
+    free = len(UIDS._free)
+    pids: set[int] = set()
+    for _ in range(3):
+        sb = make(name, spares=2)
+        sb.run("pass")
+        sb.spares.settle()
+        pids |= _waiting_pids(sb)
+        del sb
+        gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (len(UIDS._free) < free or any(psutil.pid_exists(p) for p in pids)):
+        time.sleep(0.05)
+    assert len(UIDS._free) == free, "uid slots of dropped sandboxes' spares were not returned"
+    assert not any(psutil.pid_exists(p) for p in pids), "spares of dropped sandboxes are still there"

@@ -5,7 +5,8 @@ both streams up to the output cap, lets a scorer callback watch stdout and set p
 *every* way out (normal exit, timeout, output overflow, a deadline, a callback that raises, an interrupt)
 kills and reaps the whole process tree before it returns. "Dead" is checked, not assumed: the run's cgroup
 (or, without one, the run's private uid) must hold no process any more, so the caller may hand the uid
-slot to the next run.
+slot to the next run. :func:`execute` is :func:`launch` then :func:`finish`; a warm spare is launched
+ahead of need and finished when a run takes it (see :mod:`.spares`).
 
 Kill order matters for zombies. bubblewrap runs as an outer monitor (our child) whose child is the PID
 namespace's init. Killing the monitor first orphans that init, which then becomes a ``[bwrap] <defunct>``

@@ -1,7 +1,7 @@
 """Warm spares: sandboxes started ahead of need, each used for exactly one run.
 
 Most of what a short run waits for is start-up: bubblewrap's namespaces and mounts, the interpreter, the
-per-run cgroup (~30 ms of a 40 ms ``pass`` on the dev VM). A *spare* is a sandbox started exactly as a run
+per-run cgroup (~40 ms of a 56 ms ``pass`` on the dev VM, see the table in :mod:`.bubblewrap`). A *spare* is a sandbox started exactly as a run
 would be (same command line, uid slot, cgroup, seccomp filter) whose bootstrap
 (:data:`~lopd_envs.sandbox.base.SPARE_BOOTSTRAP`) stops before the program and waits for its arguments on
 stdin. A run takes a spare whose fixed part matches (the *key*: what is baked into the command line, such as
@@ -72,6 +72,7 @@ class Spare:
     folder: Path
     key: Hashable
     born: float = field(default_factory=time.monotonic)
+    released: bool = False
 
     def fresh(self, max_age: float) -> bool:
         return time.monotonic() - self.born <= max_age and self.run.proc.poll() is None
@@ -84,7 +85,10 @@ class Spare:
             self.release()
 
     def release(self) -> None:
-        """After its run (every process already reaped): the uid slot and the folder go back."""
+        """After its run (every process already reaped): the uid slot and the folder go back, once."""
+        if self.released:
+            return
+        self.released = True
         if self.run.uid is not None:
             WAITING_UIDS.discard(self.run.uid)
             UIDS.release(self.run.uid)
@@ -125,6 +129,8 @@ class SpareStock:
         self._cond = threading.Condition()
         self.failures = 0  # consecutive failed starts: refilling pauses after a few (cold runs report why)
         _STOCKS.add(self)
+        # a sandbox dropped without close(): its spares must not keep their uid slots and cgroups
+        weakref.finalize(self, _discard_later, self._ready).atexit = False
 
     def take(self, key: Hashable, start: Callable[[], Spare]) -> Spare | None:
         """A fresh spare for ``key`` (or ``None``), and a replacement queued with ``start``."""
@@ -198,8 +204,17 @@ class SpareStock:
                         stream.close()
                     except OSError:
                         pass
-        self._ready, self._starting = {}, {}
+        self._ready.clear()  # in place: the finalizer holds this dict
+        self._starting = {}
         WAITING_UIDS.clear()
+
+
+def _discard_later(ready: dict[Hashable, deque[Spare]]) -> None:
+    """The finalizer of a collected stock: its spares are discarded on the background thread."""
+    spares = [spare for queue_ in ready.values() for spare in queue_]
+    ready.clear()
+    for spare in spares:
+        _BACKGROUND.submit(spare.discard)
 
 
 class _Background:
@@ -225,6 +240,7 @@ class _Background:
                 job()
             except Exception:  # noqa: BLE001 - a failed discard must not stop later starts
                 pass
+            del job  # it holds its stock: a dropped sandbox must be collectable (see SpareStock)
 
     def after_fork(self) -> None:
         self.__init__()

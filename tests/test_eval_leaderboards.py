@@ -150,3 +150,21 @@ def test_headline_names_each_benchmarks_number():
     assert lb.benchmark_name("lopd/HumanEvalPlus-v0") == "HumanEvalPlus"
     t = lb.leaderboard("lopd/LiveCodeBench-v0", [rec("p", "stdin", True, meta={"difficulty": "hard"})])
     assert lb.headline("lopd/LiveCodeBench-v0", t) == ("pass@1", 1.0)
+
+
+def test_markdown_marks_bfcl_groups_that_count_missing_categories_as_zero():
+    """A simple-only run: its "live" and "multi-turn" are not evaluated and its "overall" is partial; the
+    table must say so on those rows and on no other."""
+    from lopd_train.evaluation import report
+
+    records = [{"category": "simple", "success": i < 3, "sample": 0, "task_id": f"simple_{i}"} for i in range(4)]
+    table = lb.bfcl_v3_from_records(records)
+    results = {"model": {"spec": "m"}, "backend": {"backend": "hf"}, "sampling": {"temperature": 0.0},
+               "samples": 1, "envs": {"lopd/BFCLv3-v0": {"leaderboard": table, "n_records": 4}}}
+    notes = {metric: note for _, metric, _, _, note in report.rows(results)}
+    assert notes["live"].startswith("not evaluated") and notes["multi-turn"].startswith("not evaluated")
+    assert notes["overall"].startswith("partial") and notes["non-live"].startswith("partial")
+    assert notes["simple"] == ""
+    md = report.markdown(results)
+    assert "| lopd/BFCLv3-v0 | live | 0.0000 | 4 | not evaluated: missing categories count 0 |" in md
+    assert "| lopd/BFCLv3-v0 | simple | 0.7500 | 4 |  |" in md

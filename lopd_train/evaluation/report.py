@@ -23,17 +23,39 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int]]:
-    """(env, metric, value, n) for the table and the chart: each benchmark's headline, then its parts."""
+def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int, str]]:
+    """(env, metric, value, n, note) for the table and the chart: each benchmark's headline, then its parts.
+    ``note`` says when a value counts categories that were not evaluated as 0 (BFCL's aggregation), so
+    that a partial run's "overall" cannot be read as the model's full score."""
     out = []
     for env_id, res in results["envs"].items():
         table = res["leaderboard"]
         name, value = leaderboards.headline(env_id, table)
-        out.append((env_id, name, value, res["n_records"]))
+        notes = dict(_notes(env_id, table))
+        out.append((env_id, name, value, res["n_records"], notes.get(name, "")))
         for metric, v in _parts(env_id, table):
             if metric != name:  # the headline is already the first row
-                out.append((env_id, metric, v, res["n_records"]))
+                out.append((env_id, metric, v, res["n_records"], notes.get(metric, "")))
     return out
+
+
+def _notes(env_id: str, table: dict[str, Any]) -> list[tuple[str, str]]:
+    if leaderboards.benchmark_name(env_id) != "BFCLv3":
+        return []
+    missing = table.get("missing_categories") or []
+    groups = {"overall": table["overall"], "non-live": table["non_live"]["overall"],
+              "live": table["live"]["overall"], "multi-turn": table["multi_turn"]["overall"]}
+    return [(metric, f"{'not evaluated' if metric != 'overall' and _all_missing(metric, missing) else 'partial'}: "
+                     f"missing categories count 0")
+            for metric, group in groups.items() if group["missing"]]
+
+
+def _all_missing(metric: str, missing: list[str]) -> bool:
+    members = {"live": [c for c in leaderboards.BFCL_V3_SIZES if c.startswith("live_")],
+               "multi-turn": [c for c in leaderboards.BFCL_V3_SIZES if c.startswith("multi_turn_")],
+               "non-live": ["simple", "java", "javascript", "multiple", "parallel", "parallel_multiple",
+                            "irrelevance"]}[metric]
+    return all(c in missing for c in members)
 
 
 def _parts(env_id: str, table: dict[str, Any]) -> list[tuple[str, float]]:
@@ -60,8 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [f"# lopd-eval: {model['spec']}" + (f" + {model['adapter']}" if model.get("adapter") else ""), "",
              f"backend `{results['backend']['backend']}`, temperature {results['sampling']['temperature']}, "
              f"{results['samples']} sample(s) per task", "",
-             "| env | metric | value | records |", "|---|---|---:|---:|"]
-    lines += [f"| {env} | {metric} | {value:.4f} | {n} |" for env, metric, value, n in rows(results)]
+             "| env | metric | value | records | note |", "|---|---|---:|---:|---|"]
+    lines += [f"| {env} | {metric} | {value:.4f} | {n} | {note} |" for env, metric, value, n, note in rows(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -72,8 +94,8 @@ def plot(results: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     data = rows(results)
-    labels = [f"{env.split('/')[-1]}\n{metric}" for env, metric, _, _ in data]
-    values = [v for _, _, v, _ in data]
+    labels = [f"{env.split('/')[-1]}\n{metric}" + ("*" if note else "") for env, metric, _, _, note in data]
+    values = [v for _, _, v, _, _ in data]
     fig, ax = plt.subplots(figsize=(max(4, 0.9 * len(labels)), 3.8))
     ax.bar(range(len(values)), values)
     ax.set_xticks(range(len(values)), labels, fontsize=6, rotation=60, ha="right")

@@ -232,7 +232,11 @@ def test_a_dropped_sandbox_gives_its_spares_back(name):
 
     from lopd_envs.sandbox.base import UIDS
 
+    from lopd_envs.sandbox.spares import drain
+
     make(name)
+    gc.collect()
+    drain()  # earlier tests' discards done: the count of free slots is stable now
     free = len(UIDS._free)
     pids: set[int] = set()
     for _ in range(3):
@@ -242,8 +246,28 @@ def test_a_dropped_sandbox_gives_its_spares_back(name):
         pids |= _waiting_pids(sb)
         del sb
         gc.collect()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (len(UIDS._free) < free or any(psutil.pid_exists(p) for p in pids)):
-        time.sleep(0.05)
+    drain()
     assert len(UIDS._free) == free, "uid slots of dropped sandboxes' spares were not returned"
     assert not any(psutil.pid_exists(p) for p in pids), "spares of dropped sandboxes are still there"
+
+
+def test_the_stock_follows_the_runs_in_flight(name, monkeypatch):
+    """Unset LOPD_SANDBOX_SPARES: as many spares per key as runs were seen at once (a pool of N workers
+    finds N), at least two."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lopd_envs.sandbox.spares import MIN_SPARES
+
+    monkeypatch.delenv("LOPD_SANDBOX_SPARES", raising=False)
+    sb = make(name)
+    try:
+        sb.run("pass")
+        sb.spares.settle()
+        assert sb.spares.waiting() == MIN_SPARES
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(lambda k: sb.run(f"import time\ntime.sleep(1)\nprint({k})"), range(4)))
+        assert [r.stdout for r in results] == [f"{k}\n" for k in range(4)]
+        sb.spares.settle()
+        assert sb.spares.peak == 4 and sb.spares.waiting() == 4
+    finally:
+        sb.close()

@@ -5,7 +5,10 @@
     result = sandbox.run("print(input())", stdin="hi", timeout=2)
     result.stdout, result.backend, result.isolating
 
-``LOPD_SANDBOX`` (``bubblewrap``, ``docker``, ``process``) forces a backend.
+``LOPD_SANDBOX`` (``bubblewrap``, ``docker``, ``process``) forces a backend. Bubblewrap and process runs start
+on warm spares, sandboxes started ahead of need that each serve exactly one run (:mod:`.spares`);
+``LOPD_SANDBOX_SPARES`` fixes how many wait per kind of run (``0``: every run starts cold), and
+``sandbox.close()`` kills and reaps them (they also go with the process).
 
 The plain process backend does not isolate, so "auto" never falls back to it by itself: without an
 isolating backend it raises :class:`SandboxUnavailable` with what to install. Asking for it by name

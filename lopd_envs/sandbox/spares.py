@@ -22,8 +22,9 @@ used is start-up spent for nothing (at :meth:`SpareStock.close`, or when the key
 thread lives as long as the process on purpose: ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires
 when the *thread* that started the sandbox ends.
 
-``LOPD_SANDBOX_SPARES`` sets the spares kept per key (default 2, ``0``: every run starts cold, by the same
-code path).
+How many: per key, as many as runs were seen in flight at once (at least 2, at most :data:`MAX_SPARES`), so
+a pool of N workers finds N spares; ``LOPD_SANDBOX_SPARES`` (or ``spares=``) fixes the number instead (``0``:
+every run starts cold, by the same code path).
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ from lopd_envs.sandbox.base import (SMALL_WORKDIR, UIDS, Interact, Limits, RunRe
                                     new_folder, program_size, spare_arguments)
 
 ENV_SPARES = "LOPD_SANDBOX_SPARES"
-DEFAULT_SPARES = 2
-#: Seconds a spare may wait before it is thrown away rather than used.
-MAX_AGE = 60.0
+#: The adaptive stock per key: at least this many, at most :data:`MAX_SPARES` (by the peak of runs in flight).
+MIN_SPARES, MAX_SPARES = 2, 16
+#: Seconds a spare may wait before it is thrown away rather than used: long enough to outlast an RL loop's
+#: generation phase between two batches of runs, short enough that an idle host does not keep them forever.
+MAX_AGE = 300.0
 
 #: uids of spares being started or waiting for a run (tests tell them from a run's leftovers by it).
 WAITING_UIDS: set[int] = set()
@@ -119,11 +122,14 @@ def start_spare(command: Callable[[Path], Command], limits: Limits, key: Hashabl
 
 
 class SpareStock:
-    """Ready spares per key, refilled on the background thread up to ``size`` per key (ready + starting).
+    """Ready spares per key, refilled on the background thread up to :attr:`size` per key (ready + starting):
+    ``fixed`` when given, else the peak of runs in flight (see :meth:`busy`) within MIN_SPARES..MAX_SPARES.
     Nothing is started before the first run of a key."""
 
-    def __init__(self, size: int, max_age: float = MAX_AGE):
-        self.size, self.max_age = size, max_age
+    def __init__(self, fixed: int | None = None, max_age: float = MAX_AGE):
+        self.fixed, self.max_age = fixed, max_age
+        self.in_flight = self.peak = 0
+        self._paused = False
         self._ready: dict[Hashable, deque[Spare]] = {}
         self._starting: dict[Hashable, int] = {}
         self._cond = threading.Condition()
@@ -131,6 +137,18 @@ class SpareStock:
         _STOCKS.add(self)
         # a sandbox dropped without close(): its spares must not keep their uid slots and cgroups
         weakref.finalize(self, _discard_later, self._ready).atexit = False
+
+    @property
+    def size(self) -> int:
+        if self._paused:
+            return 0
+        return self.fixed if self.fixed is not None else min(max(MIN_SPARES, self.peak), MAX_SPARES)
+
+    def busy(self, change: int) -> None:
+        """A run starts (+1) or ends (-1): the peak in flight sizes the adaptive stock."""
+        with self._cond:
+            self.in_flight += change
+            self.peak = max(self.peak, self.in_flight)
 
     def take(self, key: Hashable, start: Callable[[], Spare]) -> Spare | None:
         """A fresh spare for ``key`` (or ``None``), and a replacement queued with ``start``."""
@@ -185,11 +203,11 @@ class SpareStock:
     def close(self) -> None:
         """Kill and reap every spare, waiting for those being started; the stock refills on the next run."""
         with self._cond:
-            size, self.size = self.size, 0
+            self._paused = True
             self._cond.wait_for(lambda: not any(self._starting.values()), 30.0)
             spares = [spare for ready in self._ready.values() for spare in ready]
             self._ready.clear()
-            self.size = size
+            self._paused = False
         for spare in spares:
             spare.discard()
 
@@ -242,12 +260,23 @@ class _Background:
                 pass
             del job  # it holds its stock: a dropped sandbox must be collectable (see SpareStock)
 
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until every job submitted so far has run (tests count processes and slots after it)."""
+        done = threading.Event()
+        self.submit(done.set)
+        return done.wait(timeout)
+
     def after_fork(self) -> None:
         self.__init__()
 
 
 _BACKGROUND = _Background()
 _STOCKS: "weakref.WeakSet[SpareStock]" = weakref.WeakSet()
+
+
+def drain(timeout: float = 30.0) -> bool:
+    """Wait for the background starts and discards submitted so far."""
+    return _BACKGROUND.drain(timeout)
 
 
 def close_all() -> None:
@@ -266,11 +295,12 @@ atexit.register(close_all)
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def default_size() -> int:
+def default_size() -> int | None:
+    """``LOPD_SANDBOX_SPARES`` as a fixed count, or ``None`` (adaptive) when it is unset or not a number."""
     try:
-        return max(0, int(os.environ.get(ENV_SPARES, DEFAULT_SPARES)))
-    except ValueError:
-        return DEFAULT_SPARES
+        return max(0, int(os.environ[ENV_SPARES]))
+    except (KeyError, ValueError):
+        return None
 
 
 class SpareSandbox(Sandbox):
@@ -302,6 +332,14 @@ class SpareSandbox(Sandbox):
 
     def _execute(self, code: str, files: Mapping[str, str | bytes], stdin: bytes, limits: Limits,
                  interact: Interact | None) -> RunResult:
+        self.spares.busy(+1)
+        try:
+            return self._execute_counted(code, files, stdin, limits, interact)
+        finally:
+            self.spares.busy(-1)
+
+    def _execute_counted(self, code: str, files: Mapping[str, str | bytes], stdin: bytes, limits: Limits,
+                         interact: Interact | None) -> RunResult:
         size = program_size(code, files)
         spare = None
         if size <= SMALL_WORKDIR:  # a spare's folder is on tmpfs: large programs start cold on disk

@@ -31,8 +31,8 @@ shard and reduce the adapters too: FSDP communicates inside every forward and ba
 reduce-scatters), so all ranks must run the same passes in the same order, and ours do not (each rank its own
 rollouts, turns, retrieval hits and groups). So each phase whose passes differ between ranks (a rollout batch
 with HF generate, an update, the cold start, the held-out evaluation) runs inside :meth:`Local.unsharded`:
-every layer is gathered once at its start (the same collectives on every rank), no collective runs inside,
-and the layers are sharded again at its end. The memory that sharding saves is the backbone's between phases
+every layer is gathered once at its start (the same collectives on every rank), no collective runs inside
+(generation passes ``synced_gpus=False``), and the layers are sharded again at its end. The memory that sharding saves is the backbone's between phases
 (e.g. while a colocated vLLM engine samples); during a phase a rank holds the whole backbone, as under DDP.
 
 Without a launcher (``WORLD_SIZE`` unset or 1) :func:`from_environment` returns :data:`LOCAL`, whose

@@ -144,7 +144,9 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
         ids[i, width - len(p):] = torch.tensor(p)
         attn[i, width - len(p):] = 1
     with _without_model_generation_defaults(model, tokenizer):
-        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device),
+        # synced_gpus=False: each rank generates alone (transformers would sync the ranks of an FSDP model per
+        # token; lopd_train.distributed gathers the backbone before a rollout phase instead)
+        out = model.generate(input_ids=ids.to(device), attention_mask=attn.to(device), synced_gpus=False,
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
     scores = torch.stack(out.scores, dim=1).float().cpu()  # [B, T, V], the processed (sampling) logits

@@ -6,10 +6,10 @@ gloo group: sharded at rest, whole inside ``unsharded`` with the same outputs as
 weights untouched by FSDP so the saved adapter is the plain model's file.
 
 Slow test, two processes on CPU (gloo) launched with examples/accelerate/fsdp_cpu_2proc.yaml: 3 steps of GRPO
-and of LOPD (cold start first) under FSDP, the LOPD run interrupted after step 2 and resumed; both ranks end
-with identical student, composer, anchor and Q-Former weights and β, each rank held half of the backbone, and
-the weights equal those of the same runs under DDP (the math is the same: the gathered layers are the
-layers), as do the checkpoint files' layout.
+(with held-out evaluations, rank 0's) and of LOPD (cold start first, interrupted after step 2 and resumed)
+under FSDP. Both ranks end with identical student, composer, anchor and Q-Former weights and β, each rank
+held half of the backbone, and weights, β, checkpoint layout and held-out results equal those of the same
+runs under DDP (the math is the same: the gathered layers are the layers).
 """
 
 from __future__ import annotations
@@ -179,6 +179,25 @@ def test_sharded_backbone_scores_like_the_plain_one(one_rank_group, tmp_path):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_generation_never_syncs_the_ranks(one_rank_group, monkeypatch):
+    """transformers syncs the ranks at every generated token for a module FSDP manages (``synced_gpus``): ranks
+    generating different numbers of turns would then wait for each other forever. Rollouts say no."""
+    from transformers.distributed.fsdp import is_fsdp_managed_module
+
+    from lopd_train.rollout import SamplingConfig, generate
+
+    policy, tok = tiny_policy()
+    dist = sharded(policy)
+    base = policy.get_base_model()
+    assert is_fsdp_managed_module(base)  # what would turn the per-token sync on
+    seen = []
+    real = base.generate
+    monkeypatch.setattr(base, "generate", lambda *a, **kw: seen.append(kw.get("synced_gpus")) or real(*a, **kw))
+    with dist.unsharded(policy):
+        generate(policy, tok, [[5, 6, 7]], SamplingConfig(max_new_tokens=3))
+    assert seen == [False]
+
+
 def test_a_trainable_backbone_weight_is_refused(one_rank_group):
     policy, _ = tiny_policy()
     policy.get_base_model().model.norm.weight.requires_grad_(True)
@@ -188,7 +207,9 @@ def test_a_trainable_backbone_weight_is_refused(one_rank_group):
 
 # ----------------------------------------------------------------------------- two processes, gloo
 
-RUNS = {"grpo": ["--algo", "grpo", "--steps", "3"], "lopd": ["--algo", "lopd", "--steps", "3"]}
+#: GRPO also evaluates on two held-out tasks every 8 rollouts: rank 0 alone evaluates, every rank gathers with it
+HELDOUT = ["--eval-every-rollouts", "8", "--eval-tasks", "heads_0,tails_0", "--eval-batch-size", "2"]
+RUNS = {"grpo": ["--algo", "grpo", "--steps", "3", *HELDOUT], "lopd": ["--algo", "lopd", "--steps", "3"]}
 
 
 @pytest.mark.slow
@@ -228,3 +249,7 @@ def test_fsdp_two_ranks_agree_and_match_ddp(tmp_path):
             sorted(p.name for p in (tmp_path / "ddp" / name / step / "student_adapter").iterdir())
         state = [json.loads((tmp_path / m / name / step / "state.json").read_text()) for m in ("ddp", "fsdp")]
         assert state[0]["rollouts"] == state[1]["rollouts"]
+    heldout = [[{k: r[k] for k in ("rollouts", "mean_reward", "n")} for r in
+                map(json.loads, (tmp_path / m / "grpo" / "heldout.jsonl").read_text().splitlines())]
+               for m in ("ddp", "fsdp")]
+    assert len(heldout[1]) >= 3 and heldout[0] == heldout[1]  # the untrained student and later ones, greedy

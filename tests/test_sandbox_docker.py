@@ -7,6 +7,7 @@ it; ``LOPD_REQUIRE_DOCKER=1`` (set by ``.ci/run``'s Docker pass) turns those ski
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -36,12 +37,21 @@ PROCESSES = 4
 COUNT = "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
 
 
+@contextlib.contextmanager
+def _docker(**options):
+    """A docker sandbox with one container warm, removed afterwards."""
+    _need_engine()
+    sandbox = dk.DockerSandbox(Limits(timeout=20), warm=1, **options)
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
 @pytest.fixture(scope="module")
 def sb():
-    _need_engine()
-    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=2, warm=1)
-    yield sandbox
-    sandbox.close()
+    with _docker(max_containers=2) as sandbox:
+        yield sandbox
 
 
 # ------------------------------------------------------------------------------------------ real engine
@@ -161,10 +171,8 @@ def test_program_cannot_reach_its_supervisor(sb):
 @pytest.fixture(scope="module")
 def one():
     """A sandbox of one container, so that consecutive runs meet the same run server."""
-    _need_engine()
-    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=1, warm=1)
-    yield sandbox
-    sandbox.close()
+    with _docker(max_containers=1) as sandbox:
+        yield sandbox
 
 
 def _server(sandbox) -> tuple[str, int]:
@@ -332,14 +340,10 @@ def test_a_spare_that_died_waiting_is_never_used(one):
 
 
 def test_without_spares_every_run_starts_cold():
-    _need_engine()
-    sandbox = dk.DockerSandbox(Limits(timeout=20), max_containers=1, warm=1, spares=0)
-    try:
+    with _docker(max_containers=1, spares=0) as sandbox:
         assert [sandbox.run(f"print({i})").stdout for i in range(3)] == ["0\n", "1\n", "2\n"]
         (warm,) = sandbox._all
         assert _waiting_spare(warm) == []
-    finally:
-        sandbox.close()
 
 
 def test_pids_limit(sb):

@@ -73,8 +73,9 @@ ROOT = "0:0"
 CAPS = ["SETUID", "SETGID"]
 #: At most this much stdin is in flight to a run server (it keeps its own buffers small and always reads).
 WINDOW = 1 << 20
-#: How long the host waits for the server's answer to a kill-and-clean request before giving up on it.
-CLEAN_TIMEOUT = 10.0
+#: How long the host waits for the server's answer to a kill-and-clean request before giving up on it (and
+#: replacing the container): the cleaner itself gives up after 2 s of processes that will not go.
+CLEAN_TIMEOUT = 5.0
 #: The container's first process: it only reaps the orphans that runs leave (a pid slot each otherwise).
 INIT = r"""
 import os, signal

@@ -271,3 +271,18 @@ def test_the_stock_follows_the_runs_in_flight(name, monkeypatch):
         assert sb.spares.peak == 4 and sb.spares.waiting() == 4
     finally:
         sb.close()
+
+
+def test_the_spare_bootstrap_reads_exactly_its_arguments(tmp_path):
+    """The arguments come first on stdin; the program gets the rest untouched. Cut short (the host closed
+    the pipe or died), the bootstrap ends with 125, which no run can read as a success."""
+    from lopd_envs.sandbox.base import SPARE_BOOTSTRAP, Limits, spare_arguments
+
+    program = tmp_path / "main.py"
+    program.write_text("import sys\nprint(repr(sys.stdin.buffer.read()), sys.argv)")
+    head = spare_arguments([*Limits().rlimit_args(), str(program), "extra"])
+    argv = [sys.executable, "-I", "-S", "-c", SPARE_BOOTSTRAP]
+    done = subprocess.run(argv, input=head + b"\x00rest\n", capture_output=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.decode() == f"b'\\x00rest\\n' ['{program}', 'extra']\n", done
+    for cut in (b"", head[:2], head[:-1]):
+        assert subprocess.run(argv, input=cut, capture_output=True, timeout=60).returncode == 125

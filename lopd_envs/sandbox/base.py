@@ -66,7 +66,8 @@ exec(_c, {"__name__": "__main__", "__file__": _p, "__builtins__": __builtins__})
 #: A warm spare's bootstrap (see :mod:`.spares`): :data:`BOOTSTRAP`, preceded by a wait for its arguments,
 #: which the host sends as the first bytes of stdin once the spare is given a run (a 4-byte big-endian length,
 #: then the arguments joined by NUL). Exact reads from fd 0, so nothing of the program's stdin is consumed;
-#: EOF before the arguments (the spare was discarded, or its host died) ends the interpreter at once.
+#: EOF before the arguments (the spare was discarded, or its host died) ends the interpreter at once, with
+#: status 125 (never a run's "ok").
 SPARE_BOOTSTRAP = r"""
 import posix as _o, sys as _s
 def _g(_n):
@@ -74,7 +75,7 @@ def _g(_n):
     while len(_b) < _n:
         _d = _o.read(0, _n - len(_b))
         if not _d:
-            _o._exit(0)
+            _o._exit(125)
         _b += _d
     return _b
 _s.argv[1:] = _g(int.from_bytes(_g(4), "big")).decode("utf-8", "surrogateescape").split("\0")

@@ -286,3 +286,24 @@ def test_the_spare_bootstrap_reads_exactly_its_arguments(tmp_path):
     assert done.returncode == 0 and done.stdout.decode() == f"b'\\x00rest\\n' ['{program}', 'extra']\n", done
     for cut in (b"", head[:2], head[:-1]):
         assert subprocess.run(argv, input=cut, capture_output=True, timeout=60).returncode == 125
+
+
+def test_a_spare_never_waits_for_a_uid_slot():
+    """The background thread also runs the discards that free slots: a spare start that waited for one
+    could wait forever. With every slot taken it gives up at once (runs themselves still wait)."""
+    from lopd_envs.sandbox.base import UIDS
+    from lopd_envs.sandbox.spares import Command, start_spare
+
+    if not as_root():
+        pytest.skip("SKIPPED: uid slots are used only when the caller is root")
+    held = []
+    try:
+        while (uid := UIDS.try_acquire()) is not None:
+            held.append(uid)
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="uid slot"):
+            start_spare(lambda folder: Command(["/bin/true"]), LIMITS, key=None, waiting=True)
+        assert time.monotonic() - start < 1
+    finally:
+        for uid in held:
+            UIDS.release(uid)

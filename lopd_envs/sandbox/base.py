@@ -302,6 +302,11 @@ class UidSlots:
                 self._cond.wait()
             return self._free.pop()
 
+    def try_acquire(self) -> int | None:
+        """A free uid now, or ``None`` (a warm spare is not worth waiting for a slot a run needs)."""
+        with self._cond:
+            return self._free.pop() if self._free else None
+
     def release(self, uid: int) -> None:
         with self._cond:
             self._free.append(uid)

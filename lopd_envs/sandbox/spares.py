@@ -102,7 +102,11 @@ def start_spare(command: Callable[[Path], Command], limits: Limits, key: Hashabl
                 waiting: bool = False) -> Spare:
     """Launch a sandbox around a new empty folder (on disk when the program is large). ``waiting``: it is
     stocked, not used at once (its uid is listed in :data:`WAITING_UIDS` until it is taken)."""
-    uid = UIDS.acquire() if as_root() else None
+    uid = None
+    if as_root():  # a stocked spare never blocks for a slot: the background thread also runs the discards
+        uid = UIDS.try_acquire() if waiting else UIDS.acquire()
+        if uid is None:
+            raise RuntimeError("every sandbox uid slot is in use: no spare started")
     folder = None
     try:
         if uid is not None and waiting:

@@ -401,3 +401,36 @@ def test_without_bwrap_code_envs_refuse_with_one_clear_error():
 def test_lopd_sandbox_process_is_an_explicit_opt_in():
     report = _without_isolation({"LOPD_SANDBOX": "process"})
     assert report.get("made") and "get_sandbox" not in report and report["opt_in"] == "process"
+
+
+def test_the_result_channels_first_window_opens_when_the_sandbox_starts_the_program():
+    """Waiting for a sandbox (a Docker container starting under load) must not count against the
+    harness's first record: the runner calls ``started()`` and the window opens there."""
+    import time as _time
+
+    from lopd_envs.codeexec.channel import ResultChannel
+
+    class Once:
+        def limit(self):
+            return 0.5
+
+        def accept(self, rec):
+            return True
+
+        def watch(self, rec):
+            return None
+
+    channel = ResultChannel(Once())
+    channel.window_start -= 10.0  # as if the channel had been made 10 s before the program started
+    assert channel.deadline() < _time.monotonic()
+    channel.started()
+    assert channel.deadline() > _time.monotonic()
+    from lopd_envs.sandbox import get_sandbox
+
+    sandbox = get_sandbox()
+    calls = []
+    channel2 = ResultChannel(Once())
+    channel2.started = lambda: calls.append(_time.monotonic())  # type: ignore[method-assign]
+    before = _time.monotonic()
+    sandbox.run('print(\'{"ok": 1}\')', interact=channel2)
+    assert len(calls) == 1 and calls[0] >= before

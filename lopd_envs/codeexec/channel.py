@@ -88,6 +88,13 @@ class ResultChannel:
     def records(self) -> list[dict]:
         return [a.record for a in self.arrivals]
 
+    def started(self) -> None:
+        """Called by the sandbox when the program is handed to a live sandbox: the first window opens
+        here, so time spent waiting for a sandbox (a Docker container starting under load) is not counted
+        against the harness's first record."""
+        if not self.arrivals:
+            self.window_start = time.monotonic()
+
     def deadline(self) -> float | None:
         """Monotonic time by which the next record must arrive (now, after a violation or a late one)."""
         if self.violation is not None or (self.arrivals and self.arrivals[-1].late):

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 MiB = 1 << 20
+#: A scorer's callback on the program's stdout chunks (its reply, if any, goes to the program's stdin).
+#: Optional methods the runners call: ``deadline()`` (monotonic time by which the next record must come,
+#: or None) and ``started()`` (the program has just been handed to a live sandbox: a clock starts here).
 Interact = Callable[[bytes], Optional[bytes]]
 GiB = 1 << 30
 

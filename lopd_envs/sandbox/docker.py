@@ -447,6 +447,9 @@ class DockerSandbox(Sandbox):
         channel.queue(wire.RUN, "\0".join([*args, "/sandbox/main.py"]).encode())
         feed.top_up(channel)
         test_deadline = getattr(interact, "deadline", None)
+        started = getattr(interact, "started", None)
+        if callable(started):  # waiting for a container (up to seconds) is not the program's time
+            started()
         deadline = start + limits.timeout
         timed_out = stopped = finished = gone = False
         exit_code: int | None = None

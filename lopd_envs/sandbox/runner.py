@@ -140,6 +140,9 @@ class _Pump:
         self.proc, self.limits, self.interact = proc, limits, interact
         self.deadline = start + limits.timeout
         self.test_deadline = getattr(interact, "deadline", None)
+        started = getattr(interact, "started", None)
+        if callable(started):  # the scorer's clock opens when the program exists, not when it was asked for
+            started()
         self.out_fd, self.err_fd = proc.stdout.fileno(), proc.stderr.fileno()
         self.chunks: dict[int, list[bytes]] = {self.out_fd: [], self.err_fd: []}
         self.kept = {self.out_fd: 0, self.err_fd: 0}

@@ -34,8 +34,9 @@ def bubblewrap():
 
 def sandbox_processes() -> list[int]:
     """Host pids whose real uid is one of this process's sandbox slot uids (alive or zombie), except the
-    warm spares that wait for a run (each on a uid of its own, see lopd_envs.sandbox.spares)."""
-    uids, found = set(UIDS.uids) - WAITING_UIDS, []
+    warm spares that wait for a run (each on a uid of its own, see lopd_envs.sandbox.spares). A spare's uid
+    is listed before its first process exists, so it is checked per process, not once before the scan."""
+    uids, found = UIDS.uids, []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -43,7 +44,8 @@ def sandbox_processes() -> list[int]:
             with open(f"/proc/{name}/status") as f:
                 for line in f:
                     if line.startswith("Uid:"):
-                        if int(line.split()[1]) in uids:
+                        uid = int(line.split()[1])
+                        if uid in uids and uid not in WAITING_UIDS:
                             found.append(int(name))
                         break
         except OSError:

@@ -333,7 +333,8 @@ for k in range(100):
     else:
         r = sandbox.run("print(1)")
     statuses.append(r.status())
-waiting = set(spares.WAITING_UIDS)  # warm spares (started, or being started, for the next runs)
+sandbox.spares.settle()  # the refill after the last run has started: nothing changes while we look
+waiting = set(spares.WAITING_UIDS)  # warm spares waiting for the next runs
 before = [(c.pid, c.name(), c.status(), c.uids().real in waiting) for c in psutil.Process().children(recursive=True)]
 sandbox.close()  # kills and reaps the spares
 children = [(c.pid, c.name(), c.status()) for c in psutil.Process().children(recursive=True)]

@@ -103,9 +103,10 @@ def test_a_spare_gets_the_limits_of_its_run(name):
     try:
         sb.run("pass")
         sb.spares.settle()
-        small = sb.run(PROBE, memory_limit=200 * MiB, processes=7, timeout=2, open_files=20)
+        small = sb.run(PROBE, memory_limit=200 * MiB, processes=7, timeout=4, open_files=20)
+        assert small.ok, small
         report = json.loads(small.stdout)
-        assert report["limits"]["RLIMIT_AS"] == [200 * MiB] * 2 and report["limits"]["RLIMIT_CPU"] == [3, 3]
+        assert report["limits"]["RLIMIT_AS"] == [200 * MiB] * 2 and report["limits"]["RLIMIT_CPU"] == [5, 5]
         assert report["limits"]["RLIMIT_NOFILE"] == [20, 20]
         if as_root():  # not root, NPROC also counts the caller's own processes
             assert report["limits"]["RLIMIT_NPROC"] == [7, 7]

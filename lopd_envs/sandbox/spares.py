@@ -7,8 +7,9 @@ would be (same command line, uid slot, cgroup, seccomp filter) whose bootstrap
 stdin. A run takes a spare whose fixed part matches (the *key*: what is baked into the command line, such as
 the size of ``/tmp`` and the extra binds), writes its files into the spare's folder (empty until then,
 mounted read-only in the sandbox), sets the cgroup's limits, then sends the rlimits and program path ahead
-of its stdin; from there it is a cold run (:func:`.runner.finish`). A replacement is started behind it on
-one background thread, so the caller no longer waits for the start-up.
+of its stdin; from there it is a cold run (:func:`.runner.finish`). Once the run is over a replacement is
+started on one background thread (not during the run: on a loaded machine the start-up would make the
+run's own per-test deadlines late), so the caller no longer waits for the start-up.
 
 Isolation is unchanged: a spare has run nothing but the interpreter's start-up and our bootstrap, it serves
 one run and is then killed and reaped like any run; it is never reused. Spares die with their host
@@ -154,8 +155,8 @@ class SpareStock:
             self.in_flight += change
             self.peak = max(self.peak, self.in_flight)
 
-    def take(self, key: Hashable, start: Callable[[], Spare]) -> Spare | None:
-        """A fresh spare for ``key`` (or ``None``), and a replacement queued with ``start``."""
+    def take(self, key: Hashable) -> Spare | None:
+        """A fresh spare for ``key``, or ``None`` (stale ones are discarded on the way)."""
         if self.size <= 0:
             return None
         stale, found = [], None
@@ -169,10 +170,17 @@ class SpareStock:
                     stale.append(spare)
             if found is not None and found.run.uid is not None:
                 WAITING_UIDS.discard(found.run.uid)
-            self._refill(key, start)
         for spare in stale:
             _BACKGROUND.submit(spare.discard)
         return found
+
+    def refill(self, key: Hashable, start: Callable[[], Spare]) -> None:
+        """Queue starts (with ``start``) until ``key`` has :attr:`size` spares ready or starting. Called once
+        a run is over, so a start-up never competes for the CPU with the run whose spare it replaces
+        (on a loaded machine that made per-test deadlines of the run itself late)."""
+        with self._cond:
+            self._ready.setdefault(key, deque())
+            self._refill(key, start)
 
     def _refill(self, key: Hashable, start: Callable[[], Spare]) -> None:
         while len(self._ready[key]) + self._starting.get(key, 0) < self.size and self.failures < 3:
@@ -344,28 +352,31 @@ class SpareSandbox(Sandbox):
 
     def _execute_counted(self, code: str, files: Mapping[str, str | bytes], stdin: bytes, limits: Limits,
                          interact: Interact | None) -> RunResult:
-        size = program_size(code, files)
-        spare = None
-        if size <= SMALL_WORKDIR:  # a spare's folder is on tmpfs: large programs start cold on disk
-            spare = self.spares.take(self.spare_key(limits), lambda: self._start(limits, waiting=True))
-        if spare is None:
-            spare = self._start(limits, size)
-            self.spares.failures = 0  # starts work again: let the stock retry
-        start = time.monotonic()
+        small = program_size(code, files) <= SMALL_WORKDIR  # spares' folders are on tmpfs: large ones start cold
+        key = self.spare_key(limits)
         try:
-            fill_folder(spare.folder, code, files)
-            if spare.run.group is not None:
-                spare.run.group.limit(limits.memory, limits.processes)
-            head = spare_arguments(self.bootstrap_args(spare.folder, limits))
-        except BaseException:
-            spare.discard()
-            raise
-        try:
-            result = runner.finish(spare.run, head + stdin, limits, self.name, self.isolating, interact=interact,
-                                   start=start)
+            spare = self.spares.take(key) if small else None
+            if spare is None:
+                spare = self._start(limits, program_size(code, files))
+                self.spares.failures = 0  # starts work again: let the stock retry
+            start = time.monotonic()
+            try:
+                fill_folder(spare.folder, code, files)
+                if spare.run.group is not None:
+                    spare.run.group.limit(limits.memory, limits.processes)
+                head = spare_arguments(self.bootstrap_args(spare.folder, limits))
+            except BaseException:
+                spare.discard()
+                raise
+            try:
+                result = runner.finish(spare.run, head + stdin, limits, self.name, self.isolating,
+                                       interact=interact, start=start)
+            finally:
+                spare.release()  # finish returns only once every process of the run is gone
+            return self.checked(result)
         finally:
-            spare.release()  # finish returns only once every process of the run is gone
-        return self.checked(result)
+            if small:
+                self.spares.refill(key, lambda: self._start(limits, waiting=True))
 
     def close(self) -> None:
         self.spares.close()

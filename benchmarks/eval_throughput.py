@@ -78,7 +78,7 @@ def main() -> None:
     rows = {"hf": measure(backend="hf", **common)}
     if args.base_url:
         rows["openai"] = measure(backend="openai", base_url=args.base_url, served_model=args.served_model,
-                                 concurrency=args.batch_size, **common)
+                                 concurrency=args.batch_size, tool_mode="text", **common)
     if args.vllm:
         rows["vllm"] = measure(backend="vllm", **common)
     for kind in filter(None, args.llamacpp.split(",")):

@@ -69,6 +69,13 @@ ahead of need, see lopd_envs/sandbox/spares.py), same VM, load average 7-14 (oth
       (+20.4 over bare's 15.1); bubblewrap cold 160.9 ms (+138.4), CPU 34.5 ms (+19.4); process 22.5 ms
       (+0.1), CPU 25.2 ms (+10.1); process cold 72.4 ms (+49.9), CPU 24.6 ms (+9.5). The latency goal is
       met by hiding the start-up; the CPU per run is unchanged (the quiet measurement gives both).
+  After the refill moved behind the run (17:25, load 6-7): bare 14.8 ms, CPU 14.6 ms; bubblewrap latency
+      10.3 ms (-4.4), CPU 33.9 ms (+19.3; 34.4 incl. discarded spares); cold 36.1 ms (+21.4), CPU 32.3 ms
+      (+17.7; 31.9); back to back 19.3 ms (+4.6), CPU 29.6 ms; process 9.1 ms (-5.7), CPU +10.6; process cold
+      25.0 ms (+10.3), CPU +7.9. Spares cost ~1.5-2.5 ms more CPU per run than cold starts (the background
+      thread's hand-offs), and save the caller ~25 ms. HumanEval+ one round right after (load 4-5, same
+      setup as above): canonical 26.0 s against the commit before's 30.3 s (1.17x), mutants 7.0 s against
+      14.4 s (2.06x); passes identical (163 and 12 of 164).
 """
 
 from __future__ import annotations

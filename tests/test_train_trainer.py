@@ -65,7 +65,6 @@ def humaneval_demos(tmp_path_factory):
 
 
 def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos):
-    t0 = time.time()
     out = tmp_path / "run"
     cfg = tiny_cfg(out, env="lopd/HumanEvalPlus-v0", category="plus", tasks=",".join(HE_TASKS),
                    init_bank=str(humaneval_demos), steps=2, export=False, cold_start_min_successes=3)
@@ -93,7 +92,6 @@ def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos
 
     student = AutoModelForCausalLM.from_pretrained(out / "student")
     assert not any("lora" in n for n, _ in student.named_parameters())
-    assert time.time() - t0 < 180  # ~25 s on a quiet 2-core machine; generous for a shared one
 
 
 def test_resume_continues_exactly(tmp_path):

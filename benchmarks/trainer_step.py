@@ -29,9 +29,14 @@ LOPD update 2.59x GRPO's time (18.3 s vs 7.1 s median), peak memory 1.14x.
 After issue 8 (teacher top-k support: a no-gradient teacher pass, then the student step, then the composer
 step with its own teacher pass; the encoder run per (task, experience) pair), ``--model tiny-random --reps 1``
 on a 2-core machine at load average 5.4 (shared with other jobs): update time 2.65x GRPO's (7.57 s vs
-2.85 s), whole step (rollout + update) 1.54x, peak memory 1.65x. The SmolLM2 re-measurement (default
-arguments) and ``--sweep`` could not finish on that machine at load averages of 10-16; rerun them on a
-quieter one. The script prints the load average beside its figures.
+2.85 s), whole step (rollout + update) 1.54x, peak memory 1.65x. SmolLM2-135M, ``--threads 1 --reps 2``
+(default batch: 1 task x 4 rollouts, 1,172 sequence tokens), 2026-12-01 at load average 3.2-3.8:
+LOPD update 26.3 s vs GRPO's 7.1 s median (3.69x; 3.83x in CPU time), whole step 1.90x, peak memory 2.09x
+(update-only increase 3.21x); split of the LOPD update: teacher forward 27%, composer backward 23%,
+compose (encoder + Q-Former) 23%, student forward 13%, student backward 11%
+(``benchmarks/results/trainer_step/smollm2_default.txt``). ``--sweep``: ``smollm2_sweep.txt`` there, and
+the table in ``lopd_train/algorithms/lopd.py``'s docstring. The script prints the load average beside
+its figures.
 
 Where LOPD's extra time goes (``SectionTimer`` prints the split of the LOPD update): the composer's encoder
 (the backbone with its LoRA) over the J retrieved experiences, forward and backward; the teacher's forward

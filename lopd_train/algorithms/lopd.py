@@ -55,11 +55,25 @@ Q-Former              Perceiver resampler,    2 layers, width 256     not change
 ====================  ======================  ======================  ==============================================
 
 The learning rates are the one place where the reference's value cannot carry over: its student is fully
-fine-tuned, ours is a LoRA, whose updates need a larger step (1e-4 is the usual LoRA rate; the previous
-default here was 5e-5 for the student and 1e-4 for the composer). ``python benchmarks/trainer_step.py
---sweep`` measures, on SmolLM2-135M and one fixed batch, the student's KL to a fixed teacher and the
-cold-start NLL over a few steps for 1e-5, 1e-4 and 1e-3. (It could not finish on the shared machine this
-revision was written on, so 1e-4 is not yet backed by that measurement; see the script's docstring.)
+fine-tuned, ours is a LoRA, whose updates need a larger step. ``python benchmarks/trainer_step.py --threads 1
+--sweep --tasks 2 --group 2`` (SmolLM2-135M, one training task of 2 sampled rollouts, one held-back task,
+3 steps from the same fresh adapters; ``benchmarks/results/trainer_step/smollm2_sweep.txt``, 2026-12-01,
+load average ~9) measured:
+
+==========  =========================================  ==============================================
+lr          student: held-back KL drop, r=8 / r=16     composer cold start: training NLL after 3 steps
+==========  =========================================  ==============================================
+1e-5 (ref)  1.8% / 3.5%                                3.793 (from 3.835)
+5e-5        8.5% / 15.8%                               3.763
+1e-4        16.1% / **26.6%**                          **3.720** (held back +0.1%, the least of all)
+3e-4        31.0% / 31.4%                              4.113: diverges at step 3
+==========  =========================================  ==============================================
+
+So: at the reference's 1e-5 a LoRA student barely moves in the few hundred rollouts a CPU run affords;
+the student is stable up to 3e-4 over these 3 steps, but the composer diverges there, and 1e-4 is the
+largest rate at which both are stable. 1e-4 for both, with the student at r=16 (which at 1e-4 moves the
+held-back KL 1.7x as far as r=8). What this does not show: stability over hundreds of steps, and the
+composer's held-back NLL rises slightly at every rate (one batch of 2 rollouts is overfitted in 3 steps).
 """
 
 from __future__ import annotations

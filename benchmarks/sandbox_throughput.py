@@ -76,6 +76,21 @@ ahead of need, see lopd_envs/sandbox/spares.py), same VM, load average 7-14 (oth
       thread's hand-offs), and save the caller ~25 ms. HumanEval+ one round right after (load 4-5, same
       setup as above): canonical 26.0 s against the commit before's 30.3 s (1.17x), mutants 7.0 s against
       14.4 s (2.06x); passes identical (163 and 12 of 164).
+
+Measured 2026-12-01 17:27-17:32 with the machine quiet (load average 1.4-1.9, every other job paused),
+``--workers 2 --cache DIR --rounds 20`` and ``--overhead-only --rounds 40``:
+  per run: bare 15.6-15.7 ms; bubblewrap warm 10.9-11.2 ms (-4.8 / -4.4 ms: the <= +10 ms goal is met for
+      the caller's latency), back to back 22.7-26.2 ms (+7.0 / +10.6), cold 39.6-48.5 ms (+23.9 / +32.8);
+      bubblewrap CPU per run +20.6 / +22.0 ms over bare (unchanged by spares); process warm -5.8 ms, cold
+      +11.5 ms; docker warm 17.1-17.8 ms (+1.4 / +2.1 ms), cold +20.9 ms; docker/bubblewrap 1.52-1.64x.
+  HumanEval+ (2 workers vs evalplus --parallel 2, both with cached expected outputs): canonical lopd 30.9 s
+      vs evalplus 44.2 s -> 1.43x (the >= 3x goal is NOT met); mutants 8.0 s vs 43.9 s -> 5.47x (met);
+      verdicts 164/164 identical on both. Where the canonical time goes (one worker, 42.8 s in all): seven
+      tasks take 29.7 s of it (HumanEval/130 10.8 s, /15 6.0, /139 5.0, /59 2.6, /94 2.0, /83 1.7, /36
+      1.6). /15 and /139 are the candidate's own computation in the sandbox (5.5 and 4.9 s of children's
+      CPU, which evalplus pays too); /130 spends 6.2 s of host CPU in ``json`` decoding its huge result
+      lists. Next step: compare a result record's bytes against the canonical encoding of the expected
+      value before decoding it (equal bytes are an equal value), decoding only on a mismatch.
 """
 
 from __future__ import annotations

@@ -105,19 +105,21 @@ def _bfcl_category(scores: Mapping[str, Mapping[str, float]], name: str,
                    sizes: Mapping[str, int]) -> dict[str, Any]:
     if name in scores:
         return {"accuracy": float(scores[name]["accuracy"]), "total_count": int(scores[name]["total_count"]),
-                "missing": False}
-    return {"accuracy": 0.0, "total_count": int(sizes[name]), "missing": True}
+                "missing": False, "evaluated": True}
+    return {"accuracy": 0.0, "total_count": int(sizes[name]), "missing": True, "evaluated": False}
 
 
 def _unweighted(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"accuracy": sum(p["accuracy"] for p in parts) / len(parts),
-            "total_count": sum(p["total_count"] for p in parts), "missing": any(p["missing"] for p in parts)}
+            "total_count": sum(p["total_count"] for p in parts), "missing": any(p["missing"] for p in parts),
+            "evaluated": any(p["evaluated"] for p in parts)}
 
 
 def _weighted(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     total = sum(p["total_count"] for p in parts)
     acc = sum(p["accuracy"] * p["total_count"] for p in parts) / total if total else 0.0
-    return {"accuracy": acc, "total_count": total, "missing": any(p["missing"] for p in parts)}
+    return {"accuracy": acc, "total_count": total, "missing": any(p["missing"] for p in parts),
+            "evaluated": any(p["evaluated"] for p in parts)}
 
 
 def bfcl_v3_leaderboard(scores: Mapping[str, Mapping[str, float]],
@@ -128,7 +130,8 @@ def bfcl_v3_leaderboard(scores: Mapping[str, Mapping[str, float]],
     the unweighted mean of its python/java/javascript parts; Live = count-weighted mean of the six live
     categories; Multi-Turn = unweighted mean of the four; Overall = unweighted mean of the three. A missing
     category is accuracy 0 with its full data size as count, and marks every aggregate it enters as
-    ``missing`` (the official table prints those as "N/A" except the overall columns, which it computes)."""
+    ``missing`` (the official table prints those as "N/A" except the overall columns, which it computes);
+    ``evaluated`` says whether any category under an aggregate was evaluated at all."""
     unknown = set(scores) - set(sizes)
     if unknown:
         raise ValueError(f"BFCL-v3 leaderboard: unknown categories {sorted(unknown)}")

@@ -42,20 +42,10 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int, str]]:
 def _notes(env_id: str, table: dict[str, Any]) -> list[tuple[str, str]]:
     if leaderboards.benchmark_name(env_id) != "BFCLv3":
         return []
-    missing = table.get("missing_categories") or []
     groups = {"overall": table["overall"], "non-live": table["non_live"]["overall"],
               "live": table["live"]["overall"], "multi-turn": table["multi_turn"]["overall"]}
-    return [(metric, f"{'not evaluated' if metric != 'overall' and _all_missing(metric, missing) else 'partial'}: "
-                     f"missing categories count 0")
+    return [(metric, f"{'partial' if group['evaluated'] else 'not evaluated'}: missing categories count 0")
             for metric, group in groups.items() if group["missing"]]
-
-
-def _all_missing(metric: str, missing: list[str]) -> bool:
-    members = {"live": [c for c in leaderboards.BFCL_V3_SIZES if c.startswith("live_")],
-               "multi-turn": [c for c in leaderboards.BFCL_V3_SIZES if c.startswith("multi_turn_")],
-               "non-live": ["simple", "java", "javascript", "multiple", "parallel", "parallel_multiple",
-                            "irrelevance"]}[metric]
-    return all(c in missing for c in members)
 
 
 def _parts(env_id: str, table: dict[str, Any]) -> list[tuple[str, float]]:

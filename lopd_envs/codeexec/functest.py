@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -28,15 +29,41 @@ def harness_source(harness: Path = FUNCTEST_HARNESS) -> str:
     return "\n\n".join(part.read_text() for part in parts)
 
 
+class Expected:
+    """The value of a result the host recognised from its bytes as exactly the expected output of its
+    input (see :attr:`Group.expected_json`); it is never decoded. A judge reads it as "equal to the
+    expected value": same JSON bytes from the one value codec are the same value, types included."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the expected output>"
+
+
+EXPECTED = Expected()
+
+
 @dataclass
 class Group:
-    """One set of inputs run against a fresh ``exec`` of the code (evalplus: ``base`` or ``plus``)."""
+    """One set of inputs run against a fresh ``exec`` of the code (evalplus: ``base`` or ``plus``).
+
+    ``expected_json(i)``, where the suite can give it cheaply, is the value codec's encoding
+    (``valuecodec.dumps``) of what input ``i`` must return, or None. A result record whose value has
+    exactly those bytes arrives as :data:`EXPECTED` without being parsed: decoding a candidate's
+    100 MB answer only to find it equal was most of the scorer's time on the tasks with huge outputs.
+    The suite leaves out values whose equality is not byte equality (NaN, opaque values, numpy).
+
+    ``transfer[i]``: seconds the host adds to input ``i``'s time limit for encoding its result and bringing
+    it back (the harness's timer covers the call alone, as the benchmarks' do; the host's clock also sees
+    the serialisation, which for a 10 MB output is as long as the call)."""
 
     name: str
     inputs: Sequence[Any]
     time_limits: Sequence[float] | None = None
     budget: float | None = None
     encoded: str | None = None  # the inputs already encoded (see ``encode_inputs``), reused across runs
+    expected_json: Callable[[int], bytes | None] | None = None
+    transfer: Sequence[float] | None = None
 
     def inputs_json(self) -> str:
         return self.encoded if self.encoded is not None else encode_inputs(self.inputs)
@@ -113,7 +140,8 @@ class FunctestSchedule:
         g = self.group
         if not self.timed or g is None or not self.ready or g.time_limits is None or self.i >= len(g.time_limits):
             return None
-        return float(g.time_limits[self.i])
+        extra = float(g.transfer[self.i]) if g.transfer is not None and self.i < len(g.transfer) else 0.0
+        return float(g.time_limits[self.i]) + extra
 
     def accept(self, rec: dict) -> bool:
         g = self.group
@@ -137,6 +165,23 @@ class FunctestSchedule:
             return True
         return False
 
+    def recognise(self, line: bytes) -> dict | None:
+        """The next result record, as ``{..., "v": EXPECTED}``, when ``line`` is exactly what the harness
+        writes for the expected output (``{"g":…,"i":…,"v":<expected bytes>,"t":<seconds>}``); else None."""
+        g = self.group
+        if g is None or not self.ready or g.expected_json is None or not self.timed:
+            return None
+        prefix = b'{"g":%s,"i":%d,"v":' % (json.dumps(g.name).encode(), self.i)
+        if not line.startswith(prefix):
+            return None
+        expected = g.expected_json(self.i)
+        if expected is None or not line.startswith(expected, len(prefix)):
+            return None
+        tail = _TIME_TAIL.fullmatch(line, len(prefix) + len(expected))
+        if tail is None:
+            return None
+        return {"g": g.name, "i": self.i, "v": EXPECTED, "t": float(tail.group(1))}
+
     def watch(self, rec: dict) -> bytes | None:
         if self.user_watch is None or "i" not in rec:
             return None
@@ -152,6 +197,9 @@ class FunctestSchedule:
         if g is None:
             return None
         return {"g": g.name, "i": self.i} if self.ready else {"g": g.name}
+
+
+_TIME_TAIL = re.compile(rb',"t":(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)}')
 
 
 def host_verdicts(channel: ResultChannel, schedule: FunctestSchedule, result: RunResult) -> list[dict]:

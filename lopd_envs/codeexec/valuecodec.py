@@ -48,12 +48,27 @@ class Opaque:
 
 
 _FLAT = (str, float, bool, type(None))
+_FLAT_TYPES = frozenset(_FLAT)
+_NUMBER_TYPES = frozenset((int, float, bool))
+
+
+def _flat(x):
+    """Whether list ``x`` is its own encoding: scalars of exact JSON types only, ints within ``_BIG``.
+    Checked with C-level passes (``map(type)``, ``min``/``max``): a Python loop over the elements was most
+    of the sandbox's time on long outputs (HumanEval/130's lists of millions of numbers). A NaN first in
+    the list makes ``min``/``max`` return it, which fails the range test, so the slow path decides."""
+    types = set(map(type, x))
+    if types <= _FLAT_TYPES:
+        return True
+    if int in types and types <= _NUMBER_TYPES:
+        return -_BIG < min(x) and max(x) < _BIG
+    return False
 
 
 def encode(x, depth=0):
     """A JSON-able tree for ``x``; exact types only (subclasses become opaque)."""
     t = type(x)
-    if t is list and all(type(i) in _FLAT or (type(i) is int and -_BIG < i < _BIG) for i in x):
+    if t is list and _flat(x):
         return x  # fast path: a flat list of scalars is its own encoding
     if x is None or t is bool or t is str or t is float:
         return x

@@ -18,7 +18,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from lopd_envs import assets
 from lopd_envs.codeexec import valuecodec
@@ -28,6 +28,8 @@ from lopd_envs.suites.evalplus.data import file_digest
 
 GROUNDTRUTH_VERSION = "3"
 LEGACY_VERSIONS = ("2",)  # one JSON file per task holding every output: converted on first use
+#: value codec tags whose values are not equal whenever their encodings are (see StoredOutputs.encoded)
+UNEQUAL_TAGS = (b"opaque", b"ndarray", b"npscalar")
 INLINE_BYTES = 1 << 20  # expected outputs up to this size (encoded) are compared as records stream in
 KEPT_BYTES = 1 << 20  # a group whose outputs together are this small is kept decoded (see StoredOutputs)
 
@@ -42,11 +44,33 @@ class StoredOutputs(Sequence[Any]):
     kept. Every solution judged on the task compares them again, and opening the file for each output
     was the scorer's largest cost per test."""
 
-    def __init__(self, path: Path, offsets: list[int], ends: list[int]):
+    def __init__(self, path: Path, offsets: list[int], ends: list[int], floats: Sequence[int] | None = None):
         self.path, self.offsets, self.ends = path, offsets, ends
+        self.floats = None if floats is None else frozenset(floats)  # outputs evalplus's is_floats holds for
         self._block: bytes | None = None
         self._kept: dict[int, Any] = {}
         self._lock = threading.Lock()
+
+    def encoded(self, i: int) -> bytes | None:
+        """Output ``i``'s stored bytes (its ``valuecodec.dumps``), for recognising an equal result without
+        parsing it (:attr:`Group.expected_json`); None where equal bytes would not mean a passing
+        comparison (NaN is unequal to itself; opaque values equal nothing; numpy compares element-wise)
+        or where evalplus's float rule needs the value and the index does not record it."""
+        if not 0 <= i < len(self.offsets) or self.floats is None:
+            return None
+        if self.ends[-1] - self.offsets[0] <= KEPT_BYTES:
+            base = self.offsets[0]
+            data = self._small_block()[self.offsets[i] - base:self.ends[i] - base]
+        else:
+            with open(self.path, "rb") as f:
+                f.seek(self.offsets[i])
+                data = f.read(self.ends[i] - self.offsets[i])
+        if data is None or not data.endswith(b"\n"):
+            return None
+        data = data[:-1]
+        if b"NaN" in data or any(b'"$":"%s"' % tag in data for tag in UNEQUAL_TAGS):
+            return None
+        return data
 
     def _small(self, i: int) -> tuple[bool, Any]:
         """``(True, output i)`` for a small group, ``(False, None)`` otherwise."""
@@ -54,15 +78,20 @@ class StoredOutputs(Sequence[Any]):
             return False, None
         if i in self._kept:
             return True, self._kept[i]
+        block, base = self._small_block(), self.offsets[0]
+        value = valuecodec.loads(block[self.offsets[i] - base:self.ends[i] - base].decode("utf-8"))
+        with self._lock:
+            self._kept[i] = value
+        return True, value
+
+    def _small_block(self) -> bytes:
+        """A small group's outputs file bytes, read once."""
         with self._lock:
             if self._block is None:
                 with open(self.path, "rb") as f:
                     f.seek(self.offsets[0])
                     self._block = f.read(self.ends[-1] - self.offsets[0])
-            base = self.offsets[0]
-            value = valuecodec.loads(self._block[self.offsets[i] - base:self.ends[i] - base].decode("utf-8"))
-            self._kept[i] = value
-        return True, value
+            return self._block
 
     def encoded_size(self, i: int) -> int:
         """Bytes of output ``i`` as stored: what decoding it will cost, known without reading it."""
@@ -98,6 +127,21 @@ class Oracle:
     def error(self) -> str | None:
         return "; ".join(f"{g}: {e}" for g, e in self.errors.items()) or None
 
+    def expected_json(self, group: str) -> Callable[[int], bytes | None] | None:
+        """What :attr:`Group.expected_json` gets for ``group``: the stored bytes of each output, when the
+        outputs are on disk (a just-computed oracle has values only, and no bytes to compare against)."""
+        outputs = getattr(self, group)
+        return outputs.encoded if isinstance(outputs, StoredOutputs) else None
+
+    def is_floats(self, group: str, i: int) -> bool:
+        """evalplus's ``is_floats`` of expected output ``i``, from the index where it is kept."""
+        outputs = getattr(self, group)
+        if isinstance(outputs, StoredOutputs) and outputs.floats is not None:
+            return i in outputs.floats
+        from evalplus.eval import is_floats
+
+        return is_floats(outputs[i])
+
     def cheap(self, group: str, i: int) -> bool:
         """Whether expected output ``i`` of ``group`` can be had at once (in memory, or small on disk). The
         streaming check compares only these while the candidate's records arrive: decoding a 12 MB output
@@ -121,11 +165,35 @@ def write_oracle(meta: Path, oracle: Oracle) -> None:
                 f.write(valuecodec.dumps(value).encode("utf-8") + b"\n")
         size = f.tell()
     os.replace(tmp_out, outputs)
-    tmp_meta = meta.with_name(meta.name + tag)
-    tmp_meta.write_text(json.dumps({"base_time": oracle.base_time, "plus_time": oracle.plus_time,
-                                    "errors": oracle.errors, "offsets": offsets, "outputs": outputs.name,
-                                    "outputs_size": size}))
+    write_index(meta, {"base_time": oracle.base_time, "plus_time": oracle.plus_time, "errors": oracle.errors,
+                       "offsets": offsets, "outputs": outputs.name, "outputs_size": size,
+                       "floats": float_indices(oracle)})
+
+
+def write_index(meta: Path, index: dict) -> None:
+    tmp_meta = meta.with_name(meta.name + f".tmp{os.getpid()}.{threading.get_ident()}")
+    tmp_meta.write_text(json.dumps(index))
     os.replace(tmp_meta, meta)
+
+
+def float_indices(oracle: Oracle) -> dict[str, list[int]]:
+    """Per group, the outputs that evalplus's ``is_floats`` holds for (they switch its comparison to a
+    tolerance). Kept in the index so a result recognised by its bytes needs no decoding of either side."""
+    from evalplus.eval import is_floats
+
+    return {name: [i for i in range(len(getattr(oracle, name))) if is_floats(getattr(oracle, name)[i])]
+            for name in ("base", "plus")}
+
+
+def add_float_indices(meta: Path, oracle: Oracle) -> Oracle:
+    """An index written before it kept ``floats``: computed once (each output decoded in turn) and saved."""
+    try:
+        index = json.loads(meta.read_text())
+        index["floats"] = float_indices(oracle)
+        write_index(meta, index)
+    except (OSError, ValueError):
+        return oracle
+    return read_oracle(meta) or oracle
 
 
 def read_oracle(meta: Path) -> Oracle | None:
@@ -141,8 +209,10 @@ def read_oracle(meta: Path) -> Oracle | None:
         starts = offsets["base"] + offsets["plus"]
         ends = starts[1:] + [index["outputs_size"]]
         nb = len(offsets["base"])
-        return Oracle(StoredOutputs(outputs, offsets["base"], ends[:nb]), index["base_time"],
-                      StoredOutputs(outputs, offsets["plus"], ends[nb:]), index["plus_time"], index.get("errors", {}))
+        floats = index.get("floats") or {}
+        return Oracle(StoredOutputs(outputs, offsets["base"], ends[:nb], floats.get("base")), index["base_time"],
+                      StoredOutputs(outputs, offsets["plus"], ends[nb:], floats.get("plus")), index["plus_time"],
+                      index.get("errors", {}))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -187,6 +257,8 @@ class GroundTruth:
         meta = self._file(problem["task_id"])
         oracle = read_oracle(meta)
         if oracle is not None:
+            if any(isinstance(o, StoredOutputs) and o.floats is None for o in (oracle.base, oracle.plus)):
+                oracle = add_float_indices(meta, oracle)
             return oracle
         for version in LEGACY_VERSIONS:  # convert an earlier cache once instead of re-running the solution
             legacy = self.folder.with_name(self.folder.name.rsplit("-v", 1)[0] + f"-v{version}") / meta.name

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from lopd_envs.codeexec.extract import defines, extract_code, fenced_blocks, sanitize
-from lopd_envs.codeexec.functest import FunctionRun, Group, GroupOutcome, encode_inputs, run_function_tests
+from lopd_envs.codeexec.functest import EXPECTED, FunctionRun, Group, GroupOutcome, encode_inputs, run_function_tests
 from lopd_envs.sandbox import Sandbox
 from lopd_envs.suites.evalplus.groundtruth import Oracle
 from lopd_envs.trace import compact
@@ -20,6 +20,10 @@ from lopd_envs.trace import compact
 MIN_TIME_LIMIT = 1.0  # evalplus DEFAULT_MIN_TIME_LIMIT
 GT_TIME_LIMIT_FACTOR = 4.0  # evalplus DEFAULT_GT_TIME_LIMIT_FACTOR
 TIMEOUT_PER_TASK = 60.0  # evalplus EVALPLUS_TIMEOUT_PER_TASK default
+#: How fast the host counts on a result's bytes arriving, beyond the call's own time limit (evalplus times
+#: the call only). Measured: HumanEval/130's 114 MB of canonical outputs take 3.7 s to encode and write in
+#: the sandbox on the 2-core VM (31 MB/s); a third of that leaves room for a loaded machine.
+TRANSFER_BYTES_PER_SECOND = 10e6
 
 
 @functools.lru_cache(maxsize=None)
@@ -67,6 +71,27 @@ def output_matches(dataset: str, entry_point: str, inp: Sequence[Any], out: Any,
         return False, atol, True
 
 
+#: entry points with a special oracle in evalplus 0.3.1: their check is more than ``out == exp`` (HumanEval
+#: find_zero; the MBPP ones, see ``output_matches``), so their results are never recognised by bytes alone
+SPECIAL_ENTRY_POINTS = {"humaneval": frozenset({"find_zero"}),
+                        "mbpp": frozenset({"are_equivalent", "sum_div", "surface_Area", "digit_distance_nums"})}
+
+
+def recognisable(dataset: str, entry_point: str) -> bool:
+    """Whether a result equal to the expected output always passes ``output_matches`` on this task."""
+    _, not_none, set_eq, *_ = _special()
+    special = SPECIAL_ENTRY_POINTS.get(dataset, frozenset())
+    if dataset == "mbpp":
+        special = special | set(not_none) | set(set_eq)
+    return entry_point not in special
+
+
+def expected_matches(oracle: Oracle, group: str, i: int, atol: float) -> tuple[bool, float, bool]:
+    """``output_matches`` for a result recognised as the expected output (:data:`EXPECTED`): it passes, and
+    the tolerance for later inputs moves as evalplus's would (1e-6 once a float output is met with 0)."""
+    return True, (1e-6 if atol == 0 and oracle.is_floats(group, i) else atol), True
+
+
 @dataclass
 class GroupVerdict:
     status: str  # pass | fail | timeout (evalplus's statuses)
@@ -86,9 +111,11 @@ class GroupVerdict:
 
 
 def judge_group(dataset: str, problem: dict, group: str, outcome: GroupOutcome, expected: Sequence[Any],
-                strict: bool = False, checked: dict[int, tuple[bool, float, bool]] | None = None) -> GroupVerdict:
+                strict: bool = False, checked: dict[int, tuple[bool, float, bool]] | None = None,
+                oracle: Oracle | None = None) -> GroupVerdict:
     """The evalplus status of one group from the sandbox's records (pure: no execution). ``checked`` holds
-    comparisons already made while the records streamed in (same inputs, same order), to skip redoing them."""
+    comparisons already made while the records streamed in (same inputs, same order), to skip redoing them.
+    A result recognised as the expected output (:data:`EXPECTED`) needs ``oracle`` for evalplus's float rule."""
     inputs = problem[f"{group}_input"]
     total, ep = len(inputs), problem["entry_point"]
     if outcome.exec_error is not None:
@@ -106,6 +133,10 @@ def judge_group(dataset: str, problem: dict, group: str, outcome: GroupOutcome, 
                                 "the run stopped before this input (time limit or exit)")
         if checked is not None and i in checked:
             ok, atol, counted = checked[i]
+        elif outcome.outputs[i] is EXPECTED:
+            if oracle is None:
+                raise ValueError("a result recognised as the expected output needs the oracle to be judged")
+            ok, atol, counted = expected_matches(oracle, group, i, atol)
         else:
             ok, atol, counted = output_matches(dataset, ep, inputs[i], outcome.outputs[i], expected[i], atol,
                                                outcome.as_sets.get(i), strict)
@@ -137,11 +168,16 @@ class FastCheck:
         if st is None or st["failed"] or "v" not in rec or i != st["next"]:
             return None
         expected = getattr(self.oracle, name)
-        if not isinstance(i, int) or i >= len(expected) or not self.oracle.cheap(name, i):
+        if not isinstance(i, int) or i >= len(expected):
             return None
-        ok, atol, counted = output_matches(self.dataset, self.problem["entry_point"],
-                                           self.problem[f"{name}_input"][i], rec["v"], expected[i], st["atol"],
-                                           rec.get("s"), self.strict)
+        if rec["v"] is EXPECTED:
+            ok, atol, counted = expected_matches(self.oracle, name, i, st["atol"])
+        elif self.oracle.cheap(name, i):
+            ok, atol, counted = output_matches(self.dataset, self.problem["entry_point"],
+                                               self.problem[f"{name}_input"][i], rec["v"], expected[i], st["atol"],
+                                               rec.get("s"), self.strict)
+        else:
+            return None
         self.checked[name][i] = (ok, atol, counted)
         st["atol"] = self.problem["atol"] if self.strict else atol
         if ok:
@@ -153,6 +189,16 @@ class FastCheck:
 
 def time_limits(times: Sequence[float]) -> list[float]:
     return [max(MIN_TIME_LIMIT, GT_TIME_LIMIT_FACTOR * t) for t in times]
+
+
+def transfer_allowances(oracle: Oracle, group: str) -> list[float] | None:
+    """Per input, the seconds its expected output's bytes take at :data:`TRANSFER_BYTES_PER_SECOND` (a
+    correct result has that size); None when the sizes are not known (a just-computed oracle)."""
+    outputs = getattr(oracle, group)
+    sizes = getattr(outputs, "encoded_size", None)
+    if sizes is None:
+        return None
+    return [sizes(i) / TRANSFER_BYTES_PER_SECOND for i in range(len(outputs))]
 
 
 def group_budget(limits: Sequence[float], per_task: float = TIMEOUT_PER_TASK) -> float:
@@ -168,10 +214,12 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
 
     names = ["base"] if base_only else ["base", "plus"]
     groups = []
+    recognise = recognisable(dataset, problem["entry_point"])
     for name in names:
         limits = time_limits(getattr(oracle, f"{name}_time"))
         groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits, timeout_per_task),
-                            encoded_inputs(problem, name)))
+                            encoded_inputs(problem, name), oracle.expected_json(name) if recognise else None,
+                            transfer_allowances(oracle, name)))
     total_timeout = sum(g.budget for g in groups) + 2.0
     fast = FastCheck(dataset, problem, oracle, names, strict)
     run: FunctionRun = run_function_tests(
@@ -185,7 +233,7 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
     verdicts = {}
     for name in names:
         verdict = judge_group(dataset, problem, name, run.groups[name], getattr(oracle, name), strict,
-                              fast.checked[name] if run.streamed else None)
+                              fast.checked[name] if run.streamed else None, oracle)
         if verdict.status == "fail" and run.result.timed_out and verdict.first_failure is not None \
                 and verdict.reason.startswith("the run stopped"):
             verdict.status = "timeout"

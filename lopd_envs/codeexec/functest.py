@@ -171,7 +171,7 @@ class FunctestSchedule:
         g = self.group
         if g is None or not self.ready or g.expected_json is None or not self.timed:
             return None
-        prefix = b'{"g":%s,"i":%d,"v":' % (json.dumps(g.name).encode(), self.i)
+        prefix = b'{"g":%s,"i":%d,"v":' % (_json_name(g.name), self.i)
         if not line.startswith(prefix):
             return None
         expected = g.expected_json(self.i)
@@ -197,6 +197,11 @@ class FunctestSchedule:
         if g is None:
             return None
         return {"g": g.name, "i": self.i} if self.ready else {"g": g.name}
+
+
+@functools.lru_cache(maxsize=256)
+def _json_name(name: str) -> bytes:
+    return json.dumps(name).encode()
 
 
 _TIME_TAIL = re.compile(rb',"t":(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)}')

@@ -172,8 +172,9 @@ class Sandbox:
         program's stdin, which then stays open (a scorer uses it to stop a group of tests early). If it has a
         ``deadline()`` method (see :class:`lopd_envs.codeexec.channel.ResultChannel`), the run is killed
         (``stopped``) once that monotonic time passes: the host's own per-test clock. If it raises, the
-        run is killed and reaped and the error is reported in ``RunResult.error``. Backends that cannot
-        stream (docker) call it once with the whole output and ignore the answer."""
+        run is killed and reaped and the error is reported in ``RunResult.error``. Every backend here
+        streams (docker through its run server's frames); a backend that could not would have to call it
+        once with the whole output and ignore the answer."""
         lim = self.limits
         overrides = {k: v for k, v in limits.items() if v is not None}
         if timeout is not None:

@@ -22,8 +22,9 @@ Everything that protects the host is enforced *here*, in the host process, never
 
 The session reuses the backends' own command lines (``BubblewrapSandbox.argv``, ``ProcessSandbox.argv``)
 and their unprivileged-uid slots, so its isolation is exactly theirs. The plain-process backend does
-not isolate; a session refuses it unless the caller opts in with ``allow_unisolated=True``. Docker has
-no streaming stdin in our backend and is not supported for sessions.
+not isolate; a session refuses it unless the caller opts in with ``allow_unisolated=True``. Docker runs
+stream (see :mod:`.docker`), but each is one program that ends, served by its container's run server; a
+session's long-lived worker has no such host there yet, so Docker is refused for sessions with a clear error.
 """
 
 from __future__ import annotations

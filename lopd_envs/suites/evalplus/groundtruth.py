@@ -29,7 +29,7 @@ from lopd_envs.suites.evalplus.data import file_digest
 GROUNDTRUTH_VERSION = "3"
 LEGACY_VERSIONS = ("2",)  # one JSON file per task holding every output: converted on first use
 #: value codec tags whose values are not equal whenever their encodings are (see StoredOutputs.encoded)
-UNEQUAL_TAGS = (b"opaque", b"ndarray", b"npscalar")
+UNEQUAL_TAGS = (b'"$":"opaque"', b'"$":"ndarray"', b'"$":"npscalar"')
 INLINE_BYTES = 1 << 20  # expected outputs up to this size (encoded) are compared as records stream in
 KEPT_BYTES = 1 << 20  # a group whose outputs together are this small is kept decoded (see StoredOutputs)
 
@@ -49,6 +49,7 @@ class StoredOutputs(Sequence[Any]):
         self.floats = None if floats is None else frozenset(floats)  # outputs evalplus's is_floats holds for
         self._block: bytes | None = None
         self._kept: dict[int, Any] = {}
+        self._encoded: dict[int, bytes | None] = {}
         self._lock = threading.Lock()
 
     def encoded(self, i: int) -> bytes | None:
@@ -58,18 +59,20 @@ class StoredOutputs(Sequence[Any]):
         or where evalplus's float rule needs the value and the index does not record it."""
         if not 0 <= i < len(self.offsets) or self.floats is None:
             return None
-        if self.ends[-1] - self.offsets[0] <= KEPT_BYTES:
+        small = self.ends[-1] - self.offsets[0] <= KEPT_BYTES
+        if small and i in self._encoded:
+            return self._encoded[i]
+        if small:
             base = self.offsets[0]
             data = self._small_block()[self.offsets[i] - base:self.ends[i] - base]
         else:
             with open(self.path, "rb") as f:
                 f.seek(self.offsets[i])
                 data = f.read(self.ends[i] - self.offsets[i])
-        if data is None or not data.endswith(b"\n"):
-            return None
-        data = data[:-1]
-        if b"NaN" in data or any(b'"$":"%s"' % tag in data for tag in UNEQUAL_TAGS):
-            return None
+        data = data[:-1] if data.endswith(b"\n") and b"NaN" not in data and \
+            not any(tag in data for tag in UNEQUAL_TAGS) else None
+        if small:
+            self._encoded[i] = data  # every solution of the task asks again
         return data
 
     def _small(self, i: int) -> tuple[bool, Any]:

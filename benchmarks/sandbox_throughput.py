@@ -105,6 +105,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -214,6 +215,48 @@ def agreement(ours: dict, theirs: dict) -> dict:
             "disagree_statuses": {t: {"lopd": list(ours[t]), "evalplus": list(theirs[t])} for t in differ},
             "ours_pass_plus": sum(ours[t][0] == ours[t][1] == "pass" for t in theirs),
             "theirs_pass_plus": sum(theirs[t][0] == theirs[t][1] == "pass" for t in theirs)}
+
+
+# ---------------------------------------------------------------------------------- the ceiling
+
+BARE_COMPUTE = """
+import json, sys, time
+problems = json.loads(sys.stdin.read())
+times = {}
+for task_id, (code, entry_point, groups) in problems.items():
+    ns = {}
+    exec(code, ns)
+    fn = ns[entry_point]
+    start = time.process_time()
+    for inputs in groups:
+        for inp in inputs:
+            fn(*inp)
+    times[task_id] = time.process_time() - start
+print(json.dumps(times))
+"""
+
+
+def bare_compute(problems: dict, solutions: dict[str, str], python: str) -> dict[str, float]:
+    """Per task, the CPU seconds of the solution's own calls on every input, in one bare interpreter (the
+    sandbox's): no sandbox, no time limits, no serialisation, no comparison. Canonical solutions only (a
+    mutant may not end). Inputs go through the value codec, as the harness receives them."""
+    from lopd_envs.codeexec import valuecodec
+
+    payload = {t: [solutions[t], p["entry_point"], [p["base_input"], p["plus_input"]]] for t, p in problems.items()}
+    text = valuecodec.dumps(payload)
+    codec = (ROOT / "lopd_envs" / "codeexec" / "valuecodec.py").read_text()  # standalone: the sandbox's copy
+    script = codec + BARE_COMPUTE.replace("json.loads(sys.stdin.read())", "loads(sys.stdin.read())")
+    out = subprocess.run([python, "-c", script], input=text, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def makespan(costs: Sequence[float], workers: int) -> float:
+    """The shortest time ``workers`` can finish jobs of these costs in, bounded below by the mean load and
+    the longest job; the longest-first greedy schedule is within 4/3 of optimal and is what is printed."""
+    loads = [0.0] * workers
+    for c in sorted(costs, reverse=True):
+        loads[loads.index(min(loads))] += c
+    return max(loads)
 
 
 # ------------------------------------------------------------------------------------- overhead
@@ -406,6 +449,18 @@ def main() -> None:
                      "lopd_pass_plus": sum(v[0] == v[1] == "pass" for v in ours.values())}
             print(f"[{name}] lopd: {t_lopd:.1f}s, base pass {entry['lopd_pass_base']}, "
                   f"base+plus pass {entry['lopd_pass_plus']} of {len(ours)}", flush=True)
+            if name == "canonical":
+                from lopd_envs.sandbox import interpreter
+                from lopd_envs.sandbox.base import as_root
+
+                bare = bare_compute(problems, solutions, interpreter.resolve(as_root()).executable)
+                entry["bare_compute_s"] = sum(bare.values())
+                entry["bare_makespan_s"] = makespan(list(bare.values()), workers)
+                entry["bare_longest"] = sorted(bare.items(), key=lambda kv: -kv[1])[:7]
+                print(f"[{name}] the solutions' own calls, bare interpreter: {entry['bare_compute_s']:.1f} s CPU in "
+                      f"all; on {workers} workers (longest first) no scorer finishes before "
+                      f"{entry['bare_makespan_s']:.1f} s; lopd spends {t_lopd - entry['bare_makespan_s']:.1f} s over "
+                      f"that", flush=True)
             if not args.skip_evalplus:
                 if name == "canonical":  # evalplus computes (and caches) its ground truth on first use
                     t_cold, _ = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
@@ -414,6 +469,10 @@ def main() -> None:
                 t_ep, theirs = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
                 entry["evalplus_s"] = t_ep
                 entry["speedup_vs_evalplus"] = t_ep / t_lopd
+                if "bare_makespan_s" in entry:
+                    entry["ceiling_vs_evalplus"] = t_ep / entry["bare_makespan_s"]
+                    print(f"[{name}] ceiling: a scorer with no overhead at all would be "
+                          f"{entry['ceiling_vs_evalplus']:.2f}x evalplus here", flush=True)
                 entry["agreement"] = agreement(ours, theirs)
                 print(f"[{name}] evalplus --parallel {parallel}: {t_ep:.1f}s -> lopd ({workers} workers) is "
                       f"{t_ep / t_lopd:.2f}x faster", flush=True)

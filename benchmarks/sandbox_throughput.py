@@ -91,6 +91,23 @@ Measured 2026-12-01 17:27-17:32 with the machine quiet (load average 1.4-1.9, ev
       CPU, which evalplus pays too); /130 spends 6.2 s of host CPU in ``json`` decoding its huge result
       lists. Next step: compare a result record's bytes against the canonical encoding of the expected
       value before decoding it (equal bytes are an equal value), decoding only on a mismatch.
+
+Measured 2026-12-01 19:20-19:24 after that step (a result byte-identical to the stored expected output is
+recognised without parsing either side, lopd_envs/codeexec/functest.py ``Group.expected_json``; flat number
+lists encoded with C-level checks; the host allows a big result's bytes time to arrive), machine quiet
+(load average 1.5-2.1, nothing else running), ``--workers 2 --cache DIR --rounds 20``:
+  HumanEval+ canonical: lopd 23.3 s (30.9 s before) vs evalplus --parallel 2 44.5 s -> 1.91x (the >= 3x goal
+      is NOT met); mutants 7.8 s vs 44.3 s -> 5.69x (met); verdicts 164/164 identical on both. HumanEval/130
+      alone: 10.8 s -> 6.6 s (host CPU 8.0 s -> 0.85 s).
+  The ceiling, measured in the same run: the canonical solutions' own calls take 20.8 s of CPU in the
+      sandbox's interpreter (HumanEval/15 5.2 s, /139 4.7, /59 2.5, /36 2.0, /130 1.9, /94 1.6, /83 1.5), so on
+      2 workers no scorer can finish before 10.4 s: 4.28x evalplus at best. lopd spends 12.9 s over that:
+      ~5.5 s of it starting 164 sandboxes (CPU +21 ms a run over a bare interpreter), ~4.5 s the harness's
+      per-input work in the sandbox (timer, output capture, encoding, one write per input: ~37 us each for
+      124,253 inputs), ~6 s the host's per-record work (~50 us a record, spread over 2 workers), and ~3 s
+      the tail (the heavy tasks run in dataset order).
+  per run: bare 16.6 ms; bubblewrap warm 12.1 ms (-4.5 ms), CPU +21.3 ms; cold 41.4 ms (+24.8); docker warm
+      18.1 ms (+1.5 ms), cold +22.1 ms; docker/bubblewrap 1.50x.
 """
 
 from __future__ import annotations

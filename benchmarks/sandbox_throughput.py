@@ -101,11 +101,12 @@ lists encoded with C-level checks; the host allows a big result's bytes time to 
       alone: 10.8 s -> 6.6 s (host CPU 8.0 s -> 0.85 s).
   The ceiling, measured in the same run: the canonical solutions' own calls take 20.8 s of CPU in the
       sandbox's interpreter (HumanEval/15 5.2 s, /139 4.7, /59 2.5, /36 2.0, /130 1.9, /94 1.6, /83 1.5), so on
-      2 workers no scorer can finish before 10.4 s: 4.28x evalplus at best. lopd spends 12.9 s over that:
-      ~5.5 s of it starting 164 sandboxes (CPU +21 ms a run over a bare interpreter), ~4.5 s the harness's
-      per-input work in the sandbox (timer, output capture, encoding, one write per input: ~37 us each for
-      124,253 inputs), ~6 s the host's per-record work (~50 us a record, spread over 2 workers), and ~3 s
-      the tail (the heavy tasks run in dataset order).
+      2 workers no scorer can finish before 10.4 s: 4.28x evalplus at best. lopd spends 12.9 s over that.
+      In CPU (one worker, 44 s in all against the 20.8 s): ~5.7 s starting 164 sandboxes (+21 ms a run over
+      a bare interpreter, then the interpreter's own start), ~4.5 s the harness's per-input work in the
+      sandbox (timer, output capture, encoding, one write per input: ~37 us each for 124,253 inputs), ~4 s
+      encoding the huge outputs of /130 and /15, ~8.6 s the host (reading, recognising and judging records:
+      ~50 us a record); ~11.5 s of wall on 2 workers, and ~1.5 s of tail (tasks run in dataset order).
   per run: bare 16.6 ms; bubblewrap warm 12.1 ms (-4.5 ms), CPU +21.3 ms; cold 41.4 ms (+24.8); docker warm
       18.1 ms (+1.5 ms), cold +22.1 ms; docker/bubblewrap 1.50x.
 """

@@ -23,7 +23,8 @@ from lopd_envs.suites.bfcl.decode import (
     DecodeError, decode_structured, decode_text, execution_strings, fc_execution_strings)
 from lopd_envs.suites.bfcl.gold import as_text, keyword_call, single_turn_gold_calls
 from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer
-from lopd_envs.suites.bfcl.prompts import additional_functions_message, opening_messages, prepare_docs
+from lopd_envs.suites.bfcl.prompts import (
+    additional_functions_message, few_shot_messages, opening_messages, prepare_docs)
 from lopd_envs.suites.bfcl.single_turn import score_single_turn
 from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool
 
@@ -137,6 +138,8 @@ class SingleTurnEpisode(Episode):
         self.decode_error: str | None = "no answer was given"
 
     def opening(self) -> list[dict[str, Any]]:
+        if self.env.demonstrations:
+            return few_shot_messages(self.item.opening(), self.item.functions, self.env.demonstrations)
         return self.item.opening()
 
     def act(self, turn: AssistantTurn) -> Reaction:
@@ -225,15 +228,43 @@ class BFCLv3Env(AgentEnv):
     env_id = "lopd/BFCLv3-v0"
     default_max_turns = 200
 
+    def __init__(self, category: str | Sequence[str] = "all", data_dir: str | None = None,
+                 few_shot: str | Sequence[str] = (), **kwargs: Any):
+        """``few_shot``: ids of single-turn tasks with a gold answer (``"simple_0,simple_1"``) shown as worked
+        examples before every single-turn question (:func:`.prompts.few_shot_messages`); they are left out
+        of the tasks served. Not BFCL's prompt: for training studies of models too small for it."""
+        ids = [t.strip() for t in few_shot.split(",")] if isinstance(few_shot, str) else list(few_shot)
+        self.few_shot = tuple(t for t in ids if t)
+        self.demonstrations: list[tuple[list[dict[str, Any]], str, str]] = []
+        super().__init__(category, data_dir, **kwargs)
+
     def new_episode(self, task: Task) -> Episode:
         """Single- or multi-turn, by the task's category."""
         cls = MultiTurnEpisode if data.is_multi_turn(task.category) else SingleTurnEpisode
         return cls(self, task)
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> Iterable[Task]:
-        for name in select(category, data.CATEGORIES, data.GROUPS):
+        names = select(category, data.CATEGORIES, data.GROUPS)
+        if self.few_shot:
+            if any(data.is_multi_turn(n) for n in names):
+                raise ValueError("few_shot is for single-turn categories; the selection includes multi-turn ones")
+            self.demonstrations = [self._demonstration(t, data_dir) for t in self.few_shot]
+        for name in names:
             source = str(locate(data.BFCL_V3, data.question_file(name), data_dir))
-            yield from _category_tasks(name, data_dir, source)
+            yield from (t for t in _category_tasks(name, data_dir, source) if t.task_id not in self.few_shot)
+
+    def _demonstration(self, task_id: str, data_dir: str | None) -> tuple[list[dict[str, Any]], str, str]:
+        """(functions, question, gold calls as text) of a few-shot example task."""
+        category = task_id.rsplit("_", 1)[0]
+        if category not in data.CATEGORIES or data.is_multi_turn(category):
+            raise ValueError(f"few_shot: {task_id!r} is not a single-turn BFCL-v3 task id (e.g. 'simple_0')")
+        source = str(locate(data.BFCL_V3, data.question_file(category), data_dir))
+        task = next((t for t in _category_tasks(category, data_dir, source) if t.task_id == task_id), None)
+        if task is None:
+            raise ValueError(f"few_shot: no task {task_id!r} in BFCL-v3 {category}")
+        if task.data.answer is None:
+            raise ValueError(f"few_shot: {task_id!r} has no gold calls to show (irrelevance-type category)")
+        return task.data.functions, task.instruction, self.reference_answer(task)
 
     def reference_answer(self, task: Task) -> str:
         """The ground truth as text, for teachers that read a reference (OPSD): the gold calls in the

@@ -4,7 +4,7 @@ Every run trains one algorithm on the same env, model, training tasks and rollou
 evaluates the student greedily on the same held-out tasks (never trained on) at rollouts 0, 96, 192, ...
 (``lopd_train/heldout.py``). Each run is an ordinary ``lopd-train`` run folder under ``runs/<variant>-s<seed>/``
 with its config beside it in ``configs/``, so any single run can be rerun or continued by hand with the
-``lopd-train`` command printed in ``commands.md``. The task choice (BFCL-v3 simple + irrelevance, and why) is in
+``lopd-train`` command printed in ``commands.md``. The task choice (BFCL-v3 simple with a two-example few-shot prompt, and why) is in
 ``task_choice.md``.
 
 Outputs in ``--out`` (default ``benchmarks/results/sample_efficiency``): ``results.md`` and ``results.csv``
@@ -34,15 +34,17 @@ from typing import Any, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
 
-# The held-out tasks: the last 24 BFCL-v3 `simple` tasks and the last 12 `irrelevance` tasks (fixed before any
-# run, never trained on, never used to choose a setting). The training pool is every other task of the two
-# categories (376 simple, 228 irrelevance).
-HELDOUT = [f"simple_{i}" for i in range(376, 400)] + [f"irrelevance_{i}" for i in range(228, 240)]
+# The held-out tasks: the last 36 BFCL-v3 `simple` tasks (fixed before any run, never trained on, never used
+# to choose a setting). The two worked examples of the few-shot prompt are simple_0 and simple_1 (the env
+# serves neither); the training pool is simple_2 ... simple_363.
+HELDOUT = [f"simple_{i}" for i in range(364, 400)]
+FEW_SHOT = "simple_0,simple_1"
 
 # What every run shares. One step = 4 tasks x 2 rollouts = 8 rollouts; the budget (cold start included) is
 # what ends a run, `steps` is only an upper bound.
 COMMON: dict[str, Any] = {
-    "env": "lopd/BFCLv3-v0", "category": "simple,irrelevance", "model": "smollm2-135m-instruct",
+    "env": "lopd/BFCLv3-v0", "category": "simple", "env_kwargs": {"few_shot": FEW_SHOT},
+    "model": "smollm2-135m-instruct",
     "tasks_per_step": 4, "group_size": 2, "max_new_tokens": 48, "experience_tokens": 128,
     "cold_start_steps": 8, "cold_start_batch_size": 4, "cold_start_min_successes": 4, "cold_start_max_batches": 2,
     "eval_tasks": ",".join(HELDOUT), "eval_batch_size": 12,
@@ -125,11 +127,16 @@ def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool) -> dict
             "output_dir": str(out / "runs" / run.name)}
 
 
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, dict):  # an inline table (env_kwargs); JSON's own object syntax is not TOML
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps(v)
+
+
 def to_toml(cfg: dict[str, Any]) -> str:
-    lines = []
-    for k, v in cfg.items():
-        lines.append(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}")
-    return "\n".join(lines) + "\n"
+    return "".join(f"{k} = {_toml_value(v)}\n" for k, v in cfg.items())
 
 
 def milestones(budget: int, every: int) -> list[int]:

@@ -18,7 +18,8 @@ URL=${LOPD_EVAL_BASE_URL:-}
 if [ -z "$URL" ]; then
     PORT=8011
     URL=http://127.0.0.1:$PORT/v1
-    VLLM_CPU_KVCACHE_SPACE=2 "${LOPD_VLLM_PYTHON:-/work/venv-vllm/bin/python}" -m vllm.entrypoints.openai.api_server \
+    # vLLM's CPU worker drops to one torch thread unless OMP_NUM_THREADS is set: both cores here
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} VLLM_CPU_KVCACHE_SPACE=2 "${LOPD_VLLM_PYTHON:-/work/venv-vllm/bin/python}" -m vllm.entrypoints.openai.api_server \
         --model "$MODEL_DIR" --served-model-name smollm2 --port $PORT --dtype float32 --max-model-len 4096 \
         > $R/vllm_server.log 2>&1 &
     SERVER=$!

@@ -87,12 +87,16 @@ def common_prefix_length(seqs: list[torch.Tensor], masks: list[torch.Tensor]) ->
     return limit
 
 
-def _cache_kw(body) -> str:
+def cache_kw(model) -> str:
+    """The name of the key/value cache argument: transformers >= 5.2 renamed ``past_key_values`` to ``cache``.
+    A PEFT wrapper's ``forward`` takes ``**kwargs``, so its base model's signature decides."""
+    body = model.get_base_model() if hasattr(model, "get_base_model") else model
     params = inspect.signature(body.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2 renamed it
+    return "cache" if "cache" in params else "past_key_values"
 
 
-def _cached(out):
+def cached(out):
+    """The key/value cache of a model output, under either name."""
     return out["cache"] if "cache" in out else out["past_key_values"]
 
 
@@ -106,14 +110,14 @@ def _prefix_states(body, emb: torch.Tensor, frozen: int) -> tuple[torch.Tensor, 
     attends to that cached part as it would in one pass."""
     if not frozen or not torch.is_grad_enabled():
         out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
-        return out.last_hidden_state[0], _cached(out)
+        return out.last_hidden_state[0], cached(out)
     with torch.no_grad():
         head = body(inputs_embeds=emb[:frozen].unsqueeze(0), use_cache=True)
-    cache = _cached(head)
+    cache = cached(head)
     if frozen == emb.shape[0]:
         return head.last_hidden_state[0], cache
-    tail = body(inputs_embeds=emb[frozen:].unsqueeze(0), use_cache=True, **{_cache_kw(body): cache})
-    return torch.cat([head.last_hidden_state[0], tail.last_hidden_state[0]]), _cached(tail)
+    tail = body(inputs_embeds=emb[frozen:].unsqueeze(0), use_cache=True, **{cache_kw(body): cache})
+    return torch.cat([head.last_hidden_state[0], tail.last_hidden_state[0]]), cached(tail)
 
 
 def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
@@ -155,7 +159,7 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
                 ids[i, :len(r)] = r
                 attn[i, n:n + len(r)] = 1
             h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
-                          **{_cache_kw(body): cache}).last_hidden_state
+                          **{cache_kw(body): cache}).last_hidden_state
         results = []
         for i, m in enumerate(masks):
             pos, _ = action_positions(m)

@@ -120,3 +120,56 @@ def test_sampler_records_the_policy_top_m_at_temperature_one(tiny):
         assert torch.allclose(t.topm_logprobs, logp[pos].topk(5, -1).values, atol=1e-4)
         assert torch.allclose(t.policy_logprobs, logp[pos].gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1),
                               atol=1e-4)
+
+
+def _left_padded(prompts, pad):
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
+    return ids, attn
+
+
+def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monkeypatch):
+    """Duplicated prompts (a GRPO group) are run once; the completions and log-probs equal a plain
+    ``generate``'s, greedy and sampled with the same seed."""
+    from lopd_train import rollout
+
+    model, tok = tiny
+    a = models.encode(tok, models.render_chat(tok, [{"role": "user", "content": "flip a coin, twice"}]))
+    b = models.encode(tok, models.render_chat(tok, [{"role": "user", "content": "heads?"}]))
+    prompts = [a, a, a, b, b, a]
+    rows_seen = []
+
+    def count(module, args, kwargs):
+        if kwargs.get("input_ids") is not None:
+            rows_seen.append(tuple(kwargs["input_ids"].shape))
+
+    for cfg in (SamplingConfig(max_new_tokens=10, greedy=True), SamplingConfig(max_new_tokens=10, temperature=0.9)):
+        rows_seen.clear()
+        hook = model.register_forward_pre_hook(count, with_kwargs=True)
+        torch.manual_seed(3)
+        shared = rollout.generate(model, tok, prompts, cfg)
+        hook.remove()
+        # the prefill ran on the 2 distinct prompts, then generate fed 6 rows of one token each
+        assert rows_seen[0] == (2, len(a) - 1) and rows_seen[1] == (6, 1)
+        monkeypatch.setattr(rollout, "shared_prefill", lambda *args: None)
+        torch.manual_seed(3)
+        plain = rollout.generate(model, tok, prompts, cfg)
+        monkeypatch.undo()
+        for (t1, l1, e1, _), (t2, l2, e2, _) in zip(shared, plain):
+            assert t1 == t2 and e1 == e2
+            assert torch.allclose(torch.tensor(l1), torch.tensor(l2), atol=1e-4)
+
+
+def test_shared_prefill_is_skipped_when_every_prompt_is_distinct(tiny):
+    from lopd_train.rollout import shared_prefill
+
+    model, tok = tiny
+    prompts = [[5, 6, 7], [5, 6, 8]]
+    ids, attn = _left_padded(prompts, tok.pad_token_id)
+    assert shared_prefill(model, prompts, ids, attn) is None
+    cache = shared_prefill(model, [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], *_left_padded(
+        [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], tok.pad_token_id))
+    assert cache.get_seq_length() == 3 and cache.layers[0].keys.shape[0] == 3

@@ -168,3 +168,26 @@ def test_markdown_marks_bfcl_groups_that_count_missing_categories_as_zero():
     md = report.markdown(results)
     assert "| lopd/BFCLv3-v0 | live | 0.0000 | 4 | not evaluated: missing categories count 0 |" in md
     assert "| lopd/BFCLv3-v0 | simple | 0.7500 | 4 |  |" in md
+
+
+def test_markdown_marks_acebench_groups_that_count_missing_categories_as_zero():
+    """A run of `normal` only (the issue's ACEBench en normal eval): `special` and `agent` are not
+    evaluated, so the weighted summary is partial; a category row counts its own records."""
+    from lopd_envs.suites.acebench.data import NORMAL
+    from lopd_train.evaluation import report
+
+    records = [rec(f"{c}_{i}", c, i == 0, score={"valid": i == 0}, order=k * 10 + i)
+               for k, c in enumerate(NORMAL) if not c.startswith("normal_multi_turn") for i in range(2 + k % 2)]
+    table = lb.acebench_from_records(records)
+    results = {"model": {"spec": "m"}, "backend": {"backend": "hf"}, "sampling": {"temperature": 0.0},
+               "samples": 1, "envs": {"lopd/ACEBench-v0": {"leaderboard": table, "n_records": len(records)}}}
+    rows = {metric: (n, note) for _, metric, _, n, note in report.rows(results)}
+    assert rows["special"][1].startswith("not evaluated") and rows["agent"][1].startswith("not evaluated")
+    assert rows["summary"][1].startswith("partial")
+    assert rows["normal"][1].startswith("partial")  # the two multi-turn subsets are left out here
+    assert rows["normal_atom_bool"] == (2, "") and rows["normal_atom_enum"][0] in (2, 3)
+    assert sum(n for m, (n, _) in rows.items() if m.startswith("normal_")) == len(records)
+    full = [rec(f"{c}_0", c, True, score={"valid": True, "conversation": 0}, order=k) for k, c in enumerate(NORMAL)]
+    notes = {m: note for _, m, _, _, note in report.rows(
+        {**results, "envs": {"lopd/ACEBench-v0": {"leaderboard": lb.acebench_from_records(full), "n_records": 12}}})}
+    assert notes["normal"] == "" and notes["summary"].startswith("partial")

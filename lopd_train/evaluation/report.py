@@ -25,27 +25,53 @@ def package_versions() -> dict[str, str | None]:
 
 def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int, str]]:
     """(env, metric, value, n, note) for the table and the chart: each benchmark's headline, then its parts.
-    ``note`` says when a value counts categories that were not evaluated as 0 (BFCL's aggregation), so
-    that a partial run's "overall" cannot be read as the model's full score."""
+    ``n`` is the records behind the row (a category's own count where the table has it, else the env's).
+    ``note`` says when a value counts categories that were not evaluated as 0 (the BFCL and ACEBench
+    aggregations), so that a partial run's "overall" or "summary" cannot be read as the model's full score."""
     out = []
     for env_id, res in results["envs"].items():
         table = res["leaderboard"]
         name, value = leaderboards.headline(env_id, table)
         notes = dict(_notes(env_id, table))
+        counts = _counts(env_id, table)
         out.append((env_id, name, value, res["n_records"], notes.get(name, "")))
         for metric, v in _parts(env_id, table):
             if metric != name:  # the headline is already the first row
-                out.append((env_id, metric, v, res["n_records"], notes.get(metric, "")))
+                out.append((env_id, metric, v, counts.get(metric, res["n_records"]), notes.get(metric, "")))
     return out
 
 
 def _notes(env_id: str, table: dict[str, Any]) -> list[tuple[str, str]]:
-    if leaderboards.benchmark_name(env_id) != "BFCLv3":
+    benchmark = leaderboards.benchmark_name(env_id)
+    if benchmark == "ACEBench":
+        from lopd_envs.suites.acebench.data import AGENT, NORMAL, SPECIAL
+
+        seen = set(table["categories"])
+        groups = {"normal": NORMAL, "special": SPECIAL, "agent": AGENT}
+        missing = {g: [c for c in cats if c not in seen] for g, cats in groups.items()}
+        notes = [(g, f"{'partial' if len(m) < len(groups[g]) else 'not evaluated'}: missing categories count 0")
+                 for g, m in missing.items() if m]
+        if notes:
+            notes.append(("summary", "partial: missing categories count 0"))
+        return notes
+    if benchmark != "BFCLv3":
         return []
     groups = {"overall": table["overall"], "non-live": table["non_live"]["overall"],
               "live": table["live"]["overall"], "multi-turn": table["multi_turn"]["overall"]}
     return [(metric, f"{'partial' if group['evaluated'] else 'not evaluated'}: missing categories count 0")
             for metric, group in groups.items() if group["missing"]]
+
+
+def _counts(env_id: str, table: dict[str, Any]) -> dict[str, int]:
+    """Records behind each per-category row, where the benchmark's table keeps them."""
+    name = leaderboards.benchmark_name(env_id)
+    if name in ("BFCLv3", "ACEBench"):
+        return {c: int(v["total_count"]) for c, v in table["categories"].items() if "total_count" in v}
+    if name == "LiveCodeBench":
+        return {f"pass@1 {d}": int(v["n_tasks"]) for d, v in table["by_difficulty"].items()}
+    if name == "EnvScaler":
+        return {f"{c} mean reward": int(v["n"]) for c, v in table["categories"].items()}
+    return {}
 
 
 def _parts(env_id: str, table: dict[str, Any]) -> list[tuple[str, float]]:

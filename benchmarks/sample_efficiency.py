@@ -44,12 +44,14 @@ HELDOUT = [f"simple_{i}" for i in sorted(random.Random(0).sample(
     [i for i in range(2, 400) if not (2 <= i < 50 or 300 <= i < 324)], 36))]
 FEW_SHOT = "simple_0,simple_1"
 
-# What every run shares. One step = 4 tasks x 2 rollouts = 8 rollouts; the budget (cold start included) is
-# what ends a run, `steps` is only an upper bound.
+# What every run shares. One step = 2 tasks x 4 rollouts = 8 rollouts (a group of 4: group-relative
+# advantages and SDPO's "another successful rollout of the same task" need more than a pair when successes are
+# rare, and a group's prompt is prefilled once); the budget (cold start included) is what ends a run, `steps`
+# is only an upper bound.
 COMMON: dict[str, Any] = {
     "env": "lopd/BFCLv3-v0", "category": "simple", "env_kwargs": {"few_shot": FEW_SHOT},
     "model": "smollm2-135m-instruct",
-    "tasks_per_step": 4, "group_size": 2, "max_new_tokens": 48, "experience_tokens": 128,
+    "tasks_per_step": 2, "group_size": 4, "max_new_tokens": 48, "experience_tokens": 128,
     # rollouts at 0.8, not the reference's 1.0: at 1.0 the 135M model found no success in 16 training
     # rollouts, at 0.8 3 in 24 (training tasks; task_choice.md)
     "temperature": 0.8,

@@ -116,6 +116,9 @@ class TrainConfig:
     cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
                                             "(with the --init-bank traces)")
     cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")
+    cold_start_greedy: bool = knob(False, "cold start: its rollout batches decode greedily, one rollout for each of "
+                                          "tasks_per_step x group_size distinct tasks (a small model's greedy "
+                                          "answer succeeds more often than its samples)")
     freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training")
     use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
     # -- text-context self-distillation baselines (opsd, sdpo, sdft, skill_sd)
@@ -405,25 +408,28 @@ class Trainer:
             self._served_step = self.step
         return self.vllm
 
-    def sample_tasks(self) -> list[str | None]:
-        n = self.cfg.tasks_per_step
+    def sample_tasks(self, n: int | None = None) -> list[str | None]:
+        n = n or self.cfg.tasks_per_step
         if self.task_pool:
             replace = n > len(self.task_pool)
             picks = self.np_rng.choice(len(self.task_pool), size=n, replace=replace)
             return [self.task_pool[int(i)] for i in picks]
         return [None] * n
 
-    def rollout_batch(self):
-        tasks = self.sample_tasks()
-        g = self.cfg.group_size
+    def rollout_batch(self, greedy: bool = False):
+        """One batch of on-policy rollouts: ``tasks_per_step`` tasks x ``group_size`` samples (``greedy``: as many
+        distinct tasks, one greedy rollout each), their successes added to the bank."""
+        g = 1 if greedy else self.cfg.group_size
+        tasks = self.sample_tasks(self.cfg.tasks_per_step * self.cfg.group_size if greedy else None)
         seeds = [int(self.np_rng.integers(2**31)) for _ in tasks]
         per_env_tasks = [t for t in tasks for _ in range(g)]
         per_env_seeds = [s for s in seeds for _ in range(g)]
         groups = [i for i in range(len(tasks)) for _ in range(g)]
         self.policy.eval()
         with models.adapter(self.policy, "student"), self.dist.unsharded(self.policy, when=self.vllm is None):
-            trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks,
-                                 self.cfg.sampling(self.algo_cls.records_top_m(self.cfg)), groups=groups,
+            sampling = self.cfg.sampling(self.algo_cls.records_top_m(self.cfg))
+            sampling.greedy = greedy
+            trajs = run_episodes(self.policy, self.tokenizer, self.envs, per_env_tasks, sampling, groups=groups,
                                  seeds=per_env_seeds, pool=self.pool, generator=self.serving_student())
         self.policy.train()
         if self.vllm is not None:
@@ -510,7 +516,7 @@ class Trainer:
     def cold_start_data(self) -> list[Trajectory]:
         """Successful trajectories to cold-start on: the bank's seeded traces (``--init-bank``) replayed as
         token sequences, then on-policy rollout batches until ``cold_start_min_successes`` exist (at most
-        ``cold_start_max_batches``)."""
+        ``cold_start_max_batches``; greedy ones with ``cold_start_greedy``)."""
         from lopd_envs.trace import Trace
 
         cfg = self.cfg
@@ -523,7 +529,7 @@ class Trainer:
             data.append(replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1)))
         batches = 0
         while self.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
-            trajs, _ = self.rollout_batch()
+            trajs, _ = self.rollout_batch(greedy=cfg.cold_start_greedy)
             data += trajs
             batches += 1
         return data

@@ -196,3 +196,24 @@ def test_no_cold_start_steps_means_no_cold_start_phase(tmp_path):
                             tensorboard=False, cold_start_steps=0, cold_start_max_batches=3))
     assert result["rollouts"] == 4  # no rollout batch was spent looking for cold-start successes
     assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))
+
+
+def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path, monkeypatch):
+    import lopd_train.trainer as trainer_mod
+
+    calls = []
+    real = trainer_mod.run_episodes
+
+    def spy(policy, tokenizer, envs, tasks, sampling, **kw):
+        calls.append((list(tasks), sampling.greedy, list(kw["groups"])))
+        return real(policy, tokenizer, envs, tasks, sampling, **kw)
+
+    monkeypatch.setattr(trainer_mod, "run_episodes", spy)
+    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False,
+                            tensorboard=False, cold_start_greedy=True, cold_start_min_successes=99,
+                            cold_start_max_batches=2))
+    assert result["rollouts"] == 2 * 4 + 4  # two greedy cold-start batches of 2 x 2 tasks, then one step
+    (t1, g1, groups1), (t2, g2, _), (t3, g3, groups3) = calls
+    assert g1 and g2 and not g3  # only the cold start decodes greedily
+    assert len(set(t1)) == len(t1) == 4 and groups1 == [0, 1, 2, 3]  # distinct tasks, a group each
+    assert len(t3) == 4 and groups3 == [0, 0, 1, 1]  # on-policy steps keep tasks_per_step x group_size

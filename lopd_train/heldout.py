@@ -131,9 +131,14 @@ class HeldoutEval:
             records += run_chat_episodes(backend, self.envs, items[i:i + len(self.envs)], self.sampling, self.pool)
         return records
 
-    def maybe_evaluate(self, policy, tokenizer, rollouts: int, step: int) -> dict[str, Any] | None:
-        """Evaluate if a milestone is due; append and return its point (None when nothing was due)."""
+    def maybe_evaluate(self, policy, tokenizer, rollouts: int, step: int, final: bool = False) -> dict[str, Any] | None:
+        """Evaluate if a milestone is due; append and return its point (None when nothing was due).
+
+        ``final`` (the end of a run): also evaluate when no milestone is due but no point holds the student as
+        it ends, so a run whose length is not a multiple of ``every`` still reports its result (``"final"``)."""
         due = milestones_due(rollouts, self.every, self.done())
+        if not due and final and self.every > 0 and rollouts not in {int(r["rollouts"]) for r in read_points(self.path)}:
+            due = [rollouts]
         if not due:
             return None
         t0 = time.time()
@@ -141,6 +146,8 @@ class HeldoutEval:
                  **summarise(self.evaluate(policy, tokenizer)), "seconds": round(time.time() - t0, 2)}
         if len(due) > 1:
             point["skipped_milestones"] = due[:-1]
+        if rollouts % self.every:
+            point["final"] = True  # the end of the run, between milestones
         with open(self.path, "a") as f:
             f.write(json.dumps(point) + "\n")
             f.flush()

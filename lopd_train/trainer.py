@@ -357,18 +357,19 @@ class Trainer:
             heldout.path.unlink(missing_ok=True)
         return heldout
 
-    def heldout_point(self) -> None:
-        """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it).
-        Rank 0 evaluates; under FSDP every rank gathers the backbone with it."""
+    def heldout_point(self, final: bool = False) -> None:
+        """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it), or
+        at the end of the run (``final``) if no point holds the last student yet. Rank 0 evaluates; under FSDP
+        every rank gathers the backbone with it."""
         with self.dist.unsharded(self.policy, when=self.cfg.eval_every_rollouts > 0):
-            self._heldout_point()
+            self._heldout_point(final)
 
-    def _heldout_point(self) -> None:
+    def _heldout_point(self, final: bool = False) -> None:
         if self.heldout is None:
             return
         self.policy.eval()
         with torch.no_grad(), models.adapter(self.policy, "student"):
-            point = self.heldout.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step)
+            point = self.heldout.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step, final=final)
         self.policy.train()
         if point is not None:  # printed (stderr), so the main job shows the student before and after
             import sys
@@ -501,7 +502,7 @@ class Trainer:
         bar.close()
         if self.latest_checkpoint() is None or self.latest_checkpoint().name != f"step-{self.step:06d}":
             self.save_checkpoint()
-        self.heldout_point()
+        self.heldout_point(final=True)
         if self.dist.is_main:
             plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
         exported = None

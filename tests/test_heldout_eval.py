@@ -80,6 +80,19 @@ def test_points_at_every_milestone_until_the_rollout_budget(tmp_path):
         assert p["mean_reward"] == pytest.approx(sum(p["rewards"].values()) / 2)
 
 
+def test_a_run_that_ends_between_milestones_still_evaluates_its_last_student(tmp_path):
+    out = tmp_path / "run"
+    res = train(cfg(out, steps=3, eval_every_rollouts=8))
+    assert res["rollouts"] == 12
+    got = points(out)
+    assert [(p["milestone"], p["rollouts"], p.get("final", False)) for p in got] == [(0, 0, False), (8, 8, False),
+                                                                                     (12, 12, True)]
+    # a run ending on a milestone gets no second point for the same student
+    out2 = tmp_path / "on"
+    train(cfg(out2, steps=2, eval_every_rollouts=8))
+    assert [p["rollouts"] for p in points(out2)] == [0, 8]
+
+
 def test_eval_does_not_change_training(tmp_path):
     """Same seed with and without held-out evaluation: identical training rewards and losses."""
     train(cfg(tmp_path / "with", steps=2))

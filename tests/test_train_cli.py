@@ -74,3 +74,16 @@ def test_lopd_eval_writes_table_json_and_chart(tmp_path, capsys):
     res = json.loads(out.read_text())["results"][0]
     assert res["n"] == 8 and set(res["categories"]) == {"heads", "tails"}
     assert out.with_suffix(".png").exists()
+
+
+def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_after():
+    """The README's main job: every key a real option, held-out tasks removed from training, and the
+    held-out points at rollouts 0 and at the end of the run (the budget, or the final point before it)."""
+    from pathlib import Path
+
+    cfg, _ = cli.config_from_args(["--config", str(Path(__file__).resolve().parents[1] /
+                                                     "examples/smollm2_bfcl_lopd.toml")])
+    assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.cold_start_greedy
+    held = cfg.eval_tasks.split(",")
+    assert len(held) == len(set(held)) == 12
+    assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)

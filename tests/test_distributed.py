@@ -146,8 +146,8 @@ def rank_main(argv: list[str]) -> int:
     tasks, successes = [], []
     rollout_batch = trainer.rollout_batch
 
-    def recording_rollout_batch():
-        trajs, added = rollout_batch()
+    def recording_rollout_batch(**kw):
+        trajs, added = rollout_batch(**kw)
         tasks.extend(t.task_id for t in trajs)
         successes.extend(trace_key(t.trace) for t in trajs if t.success and t.trace is not None)
         return trajs, added

@@ -66,6 +66,20 @@ def test_table_waits_for_every_grpo_seed_before_naming_a_target():
     assert {r["grpo_final"] for r in csv_rows} == {0.6}
 
 
+def test_run_summary_counts_training_steps_updates_and_success(tmp_path):
+    rows = [{"phase": "cold_start", "rollouts": 16, "success_rate": 1.0, "seconds": 900.0},
+            {"phase": "train", "rollouts": 24, "success_rate": 0.25, "grad_norm": 0.3, "bank_size": 3, "seconds": 40.0},
+            {"phase": "train", "rollouts": 32, "success_rate": 0.0, "grad_norm": 0.0, "bank_size": 3, "seconds": 50.0},
+            {"phase": "train", "rollouts": 40, "success_rate": 0.5, "grad_norm": 1.2, "bank_size": 5, "seconds": 45.0}]
+    m = se.run_summary(rows)
+    assert m == {"steps": 3, "rollouts": 40, "train_success": pytest.approx(0.25), "updated_steps": 2, "bank": 5,
+                 "median_step_s": 45.0}
+    assert se.run_summary([])["train_success"] is None
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"phase": "tra')  # killed mid-write
+    assert se.read_metrics(path) == rows
+
+
 def read_csv(path: Path) -> list[dict]:
     with open(path) as f:
         return list(csv.DictReader(f))
@@ -132,6 +146,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
         assert json.loads(r["per_seed"]) == {"0": vals[0], "1": vals[1]}
     md = (out / "results.md").read_text()
     assert all(f"| {a} | 0,1 |" in md for a in algos) and "n/a" not in md
+    assert all(f"| {n} | done |" in md for n in runs)  # the training table names every run
     assert (out / "sample_efficiency.png").stat().st_size > 1000
     assert "lopd-train --config" in (out / "commands.md").read_text()
     # a second invocation skips every finished run and rewrites the same table

@@ -290,15 +290,11 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl``; a torn last line (a run killed mid-write) is left out."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+    """The rows of a ``metrics.jsonl``; a torn last line (a run killed mid-write) is left out, as the trainer's
+    own held-out file reader does (the same append-only JSON-lines format)."""
+    from lopd_train.heldout import read_points
+
+    return read_points(path)
 
 
 def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -> None:

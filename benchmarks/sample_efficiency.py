@@ -289,14 +289,6 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl``; a torn last line (a run killed mid-write) is left out, as the trainer's
-    own held-out file reader does (the same append-only JSON-lines format)."""
-    from lopd_train.heldout import read_points
-
-    return read_points(path)
-
-
 def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -> None:
     import matplotlib
 
@@ -324,6 +316,8 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
 
 
 def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: str) -> dict[str, Any]:
+    from lopd_train.heldout import read_points
+
     data = collect(out, runs, budget, every)
     expected = {}
     for r in runs:
@@ -346,11 +340,11 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
            "had a non-zero gradient; experiences in the bank at the end; median seconds a step):", "",
            "| run | state | steps | rollouts | training success | updated steps | bank | median step (s) |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
+    fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
     for r in runs:
         if states[r.name] == "new":
             continue
-        m = run_summary(read_metrics(out / "runs" / r.name / "metrics.jsonl"))
-        fmt = lambda v, f: "" if v is None else format(v, f)  # noqa: E731
+        m = run_summary(read_points(out / "runs" / r.name / "metrics.jsonl"))  # JSON lines, as heldout.jsonl
         md.append(f"| {r.name} | {states[r.name]} | {m['steps']} | {m['rollouts']} | {fmt(m['train_success'], '.3f')} "
                   f"| {m['updated_steps']} | {fmt(m['bank'], 'd')} | {fmt(m['median_step_s'], '.0f')} |")
     md.append("")
@@ -428,7 +422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif todo:
             from concurrent.futures import ThreadPoolExecutor, as_completed
 
-            threads = max(1, (os.cpu_count() or 1) // args.jobs)
+            threads = max(1, len(os.sched_getaffinity(0)) // args.jobs)  # the cores this process may use
             print(f"{len(todo)} runs, {args.jobs} at a time at {threads} torch thread(s) each", flush=True)
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
                 futures = {pool.submit(execute_child, run, out / "configs" / f"{run.name}.toml",

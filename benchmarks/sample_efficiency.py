@@ -289,6 +289,21 @@ def run_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def task_changes(points: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Which held-out tasks a run's student solves at its last point that it did not at its first (the
+    untrained student), and which it lost. A mean can stay level while tasks trade places, and a run can end
+    on exactly the untrained student's successes; the mean alone shows neither. None until a run has two
+    points with per-task rewards."""
+    pts = [p for p in points if isinstance(p.get("rewards"), dict)]
+    if len(pts) < 2:
+        return None
+    first, last = pts[0]["rewards"], pts[-1]["rewards"]
+    solved = lambda r: {t for t, v in r.items() if float(v) > 0}  # noqa: E731
+    return {"from": int(pts[0].get("rollouts", 0)), "to": int(pts[-1].get("rollouts", 0)),
+            "gained": sorted(solved(last) - solved(first)), "lost": sorted(solved(first) - solved(last)),
+            "kept": len(solved(first) & solved(last))}
+
+
 def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -> None:
     import matplotlib
 
@@ -316,7 +331,7 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
 
 
 def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: str) -> dict[str, Any]:
-    from lopd_train.heldout import read_points
+    from lopd_train.heldout import HELDOUT_FILE, read_points
 
     data = collect(out, runs, budget, every)
     expected = {}
@@ -347,6 +362,13 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
         m = run_summary(read_points(out / "runs" / r.name / "metrics.jsonl"))  # JSON lines, as heldout.jsonl
         md.append(f"| {r.name} | {states[r.name]} | {m['steps']} | {m['rollouts']} | {fmt(m['train_success'], '.3f')} "
                   f"| {m['updated_steps']} | {fmt(m['bank'], 'd')} | {fmt(m['median_step_s'], '.0f')} |")
+    md += ["", "Held-out tasks at each run's last point against its first (the untrained student): solved at both, "
+           "gained, lost:", "", "| run | rollouts | kept | gained | lost |", "|---|---|---:|---|---|"]
+    for r in runs:
+        ch = task_changes(read_points(out / "runs" / r.name / HELDOUT_FILE))
+        if ch is not None:
+            md.append(f"| {r.name} | {ch['from']} → {ch['to']} | {ch['kept']} | {', '.join(ch['gained']) or '–'} "
+                      f"| {', '.join(ch['lost']) or '–'} |")
     md.append("")
     (out / "results.md").write_text("\n".join(md))
     plot(data, out / "sample_efficiency.png", f"held-out reward vs rollouts ({len(data)} variants)")

@@ -82,6 +82,16 @@ def test_run_summary_counts_training_steps_updates_and_success(tmp_path):
     assert read_points(path) == rows
 
 
+def test_task_changes_name_the_tasks_gained_and_lost_since_the_untrained_student():
+    pts = [{"rollouts": 0, "rewards": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}},
+           {"rollouts": 96, "rewards": {"a": 0.0, "b": 1.0, "c": 1.0, "d": 0.0}},
+           {"rollouts": 192, "rewards": {"a": 0.0, "b": 0.0, "c": 1.0, "d": 1.0}}]
+    ch = se.task_changes(pts)
+    assert ch == {"from": 0, "to": 192, "gained": ["d"], "lost": ["a"], "kept": 1}  # b came and went: not gained
+    assert se.task_changes(pts[:1]) is None
+    assert se.task_changes([{"rollouts": 0}, *pts[:1]]) is None  # a point without per-task rewards is not compared
+
+
 def read_csv(path: Path) -> list[dict]:
     with open(path) as f:
         return list(csv.DictReader(f))

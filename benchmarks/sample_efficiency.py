@@ -297,11 +297,9 @@ def task_changes(points: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     pts = [p for p in points if isinstance(p.get("rewards"), dict)]
     if len(pts) < 2:
         return None
-    first, last = pts[0]["rewards"], pts[-1]["rewards"]
-    solved = lambda r: {t for t, v in r.items() if float(v) > 0}  # noqa: E731
+    before, after = ({t for t, v in p["rewards"].items() if float(v) > 0} for p in (pts[0], pts[-1]))
     return {"from": int(pts[0].get("rollouts", 0)), "to": int(pts[-1].get("rollouts", 0)),
-            "gained": sorted(solved(last) - solved(first)), "lost": sorted(solved(first) - solved(last)),
-            "kept": len(solved(first) & solved(last))}
+            "gained": sorted(after - before), "lost": sorted(before - after), "kept": len(before & after)}
 
 
 def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -> None:

@@ -132,8 +132,13 @@ def test_openai_falls_back_to_the_text_tool_prompt_when_tools_are_refused(bfcl_d
                                       category="simple", limit=2, max_new_tokens=8, output=str(tmp_path / "o"),
                                       progress=False))
     assert results["backend"]["native_tools"] is False
-    # the batch's two concurrent first requests may both offer tools; after the refusal none does
-    assert server.requests[0]["body"].get("tools") and not any(r["body"].get("tools") for r in server.requests[2:])
+    # the batch's two concurrent first requests may both offer tools (and the server may log one's retry before
+    # the other's first request); after the refusal no request does: tools go out at most once per episode,
+    # only on an opening request, and never on any other
+    assert server.requests[0]["body"].get("tools")
+    offered = [r for r in server.requests if r["body"].get("tools")]
+    assert 1 <= len(offered) <= 2
+    assert all(not any(m["role"] == "assistant" for m in r["body"]["messages"]) for r in offered)
     assert len(server.requests) > 2
     system = server.requests[-1]["body"]["messages"][0]
     assert system["role"] == "system"

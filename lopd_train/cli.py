@@ -31,7 +31,7 @@ examples:
 method (DESIGN.md section 7): the student samples on-policy; successful traces enter the experience bank;
 the top-J experiences are retrieved per task; the composer (backbone + its own LoRA, then a Q-Former with K
 queries) turns each into K latent tokens; the frozen backbone with those J*K tokens in front is the teacher,
-which reads them at a placeholder inside its first user turn and re-scores the student's tokens; the student
+which reads them at a placeholder inside its task's user turn and re-scores the student's tokens; the student
 minimises reverse KL over the teacher's top-M tokens + tail; the composer minimises, per rollout, the same KL
 plus the privileged margin beta*(m - delta) and an anchor to its cold-started latents; beta follows dual
 ascent. A cold-start phase first fits the composer on successful trajectories (--cold-start-steps).

@@ -4,7 +4,7 @@ Encoder: the frozen backbone with the composer's own LoRA adapter (a second peft
 weights, so no second copy of the model) reads "task to solve + a retrieved experience". Compressor: a
 Q-Former whose K learned queries attend to each other and cross-attend to the encoder's hidden states for a
 few layers, then map into the backbone's token-embedding space: K latent tokens per experience, J·K for the
-J retrieved ones. The teacher reads them at a placeholder in its first user turn (``lopd_train.context``,
+J retrieved ones. The teacher reads them at a placeholder in its task's user turn (``lopd_train.context``,
 ``lopd_train.scoring``); gradients reach the composer through the latent tokens only.
 """
 

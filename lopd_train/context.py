@@ -1,9 +1,16 @@
 """Where a teacher's privileged context goes, and what the composer's encoder reads.
 
-**Placement** (DESIGN.md 7, step 5; the authors' code does the same): the context sits inside the first
-user message, after the system prompt and the tool listing, between two framing texts and before the task:
+**Placement**: the context sits inside the user message that carries the task's question, between two
+framing texts and before the question:
 
-    <system prompt + tools> <user> FRAMING_BEFORE [context] FRAMING_AFTER <task ...> ... the rollout ...
+    <system prompt + tools> [<demonstrations ...>] <user> FRAMING_BEFORE [context] FRAMING_AFTER <task ...> ...
+
+That message is the **last user message of the episode's opening observation** (:func:`task_message_index`):
+a few-shot prompt (BFCL's ``few_shot=``) puts worked examples as earlier user/assistant turns before it, a
+conversation history (ACEBench's multi-turn tasks) earlier user turns, and a multi-turn episode's later
+requests arrive after the opening. The authors' code injects into the *first* user message because there the
+first user message is the task; with demonstrations in front, the first one is a demonstration, two turns
+before what the student answers (study v1 put the latents there: issue 23).
 
 For LOPD the context is a run of ``n_latent`` placeholder ids (the tokenizer's pad id) whose input
 embeddings the scorer replaces with the J·K latent tokens; for text baselines (SDPO) it is the tokens of a
@@ -34,7 +41,7 @@ FRAMING_AFTER = "\n\n(end of the worked example)\n\nNow solve the following task
 
 TASK_HEAD = "Task to solve:\n"
 TRAJECTORY_HEAD = "\n\nReference past trajectory:\n"
-_MARK = "\u2063LOPD-CONTEXT\u2063"  # only used to find the start of the first user message in the template text
+_MARK = "\u2063LOPD-CONTEXT\u2063"  # only used to find the start of the task's user message in the template text
 
 EXPERIENCE_FORMATS = ("chat", "trace")
 
@@ -63,18 +70,26 @@ class ContextPrompt:
         return self.input_ids + ids[self.prompt_len:], [0] * len(self.input_ids) + mask[self.prompt_len:]
 
 
-def user_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
-                    tools: list[dict[str, Any]] | None, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> int:
-    """Index into ``prompt_ids`` where the first user message's content begins (as the rollout rendered it)."""
-    k = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
-    if k is None:
+def task_message_index(messages: list[dict[str, Any]]) -> int:
+    """Index of the user message that carries the task's question in an episode's opening messages: the last
+    user message (demonstrations and history come before it)."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    if not users:
         raise ValueError("the prompt has no user message to place the context in")
+    return users[-1]
+
+
+def task_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
+                    tools: list[dict[str, Any]] | None, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> int:
+    """Index into ``prompt_ids`` where the content of the task's user message (:func:`task_message_index`)
+    begins, as the rollout rendered it."""
+    k = task_message_index(messages)
     marked = [dict(m) for m in messages]
     marked[k]["content"] = _MARK + str(marked[k].get("content") or "")
     text = models.render_chat(tokenizer, marked, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
     head = models.encode(tokenizer, text.split(_MARK, 1)[0])
     if list(prompt_ids[:len(head)]) != head:
-        raise ValueError("cannot place the context: the prompt's tokens do not split at the start of the first "
+        raise ValueError("cannot place the context: the prompt's tokens do not split at the start of the task's "
                          "user message (does the chat template or the tool listing differ from the rollout's?)")
     return len(head)
 
@@ -83,7 +98,7 @@ def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str
                    tools: list[dict[str, Any]] | None = None, n_latent: int = 0, text: str | None = None,
                    tool_syntax: str = "hermes", tool_prompt: str = "auto",
                    framing: tuple[str, str] = (FRAMING_BEFORE, FRAMING_AFTER)) -> ContextPrompt:
-    """The prompt with a context block at the start of its first user message: ``framing[0]`` (default
+    """The prompt with a context block at the start of the task's user message: ``framing[0]`` (default
     ``FRAMING_BEFORE``), then ``n_latent`` placeholder ids (latent context) or the tokens of ``text``, then
     ``framing[1]`` (``FRAMING_AFTER``). Baselines whose context is not a worked example of another task (a
     reference answer, feedback, skills) pass their own framing; the place is the same for all.
@@ -92,7 +107,7 @@ def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str
     ``tool_syntax``/``tool_prompt`` must be the sampler's (the same rendering)."""
     if (n_latent > 0) == (text is not None):
         raise ValueError("give either n_latent > 0 (latent context) or text (a text context)")
-    at = user_turn_start(tokenizer, prompt_ids, messages, tools, tool_syntax, tool_prompt)
+    at = task_turn_start(tokenizer, prompt_ids, messages, tools, tool_syntax, tool_prompt)
     before = models.encode(tokenizer, framing[0])
     body = [placeholder_id(tokenizer)] * n_latent if text is None else models.encode(tokenizer, text)
     block = before + body + models.encode(tokenizer, framing[1])

@@ -1,9 +1,9 @@
 """What each text-context baseline's teacher sees, token for token: OPSD the reference answer, SDPO another
 success of the same task (never the rollout's own) or the environment's feedback, SDFT a demonstration from
-the bank, Skill-SD the skills the model summarised; all inside the first user turn through the chat template.
+the bank, Skill-SD the skills the model summarised; all inside the task's user turn through the chat template.
 
 The teacher's input is captured where the update hands it to the scorer, and compared with the prompt
-rendered from scratch by the chat template with the expected text in the first user message (the tiny
+rendered from scratch by the chat template with the expected text in the task's user message (the tiny
 model's byte-level tokenizer makes the ids of that rendering unique)."""
 
 from __future__ import annotations
@@ -94,9 +94,10 @@ def capture_teacher_inputs(algo) -> list[tuple[list[int], list[int]]]:
 
 def expected_teacher_ids(tok, t, cfg, framing, text) -> list[int]:
     """The rollout as the teacher must see it: the chat template rendered with ``framing[0] + text +
-    framing[1]`` at the start of the first user message, then the rollout's own tokens after its prompt."""
+    framing[1]`` at the start of the task's (last opening) user message, then the rollout's own tokens after
+    its prompt."""
     messages = [dict(m) for m in t.messages]
-    k = next(i for i, m in enumerate(messages) if m["role"] == "user")
+    k = max(i for i, m in enumerate(messages) if m["role"] == "user")
     messages[k]["content"] = framing[0] + text + framing[1] + messages[k]["content"]
     prompt = models.encode(tok, models.render_chat(tok, messages, t.tools, tool_syntax=cfg.tool_syntax,
                                                    tool_prompt=cfg.tool_prompt))

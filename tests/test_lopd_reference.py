@@ -81,7 +81,7 @@ def test_tail_equals_a_float64_brute_force_when_the_top_k_hold_almost_all_mass()
 
 # --------------------------------------------------------------------------------- latent placement
 
-def test_latent_positions_lie_inside_the_first_user_turn_and_every_other_id_is_unchanged():
+def test_latent_positions_lie_inside_the_task_user_turn_and_every_other_id_is_unchanged():
     _, tok = models.tiny_model()
     tools = [{"type": "function", "function": {"name": "note", "description": "Write.", "parameters": {}}}]
     messages = [{"role": "system", "content": "You are a test agent."},
@@ -91,7 +91,7 @@ def test_latent_positions_lie_inside_the_first_user_turn_and_every_other_id_is_u
     # the placeholders: one contiguous run of dummy ids
     assert len(cp.positions) == 7 and cp.positions == list(range(cp.positions[0], cp.positions[0] + 7))
     assert {cp.input_ids[p] for p in cp.positions} == {context.placeholder_id(tok)}
-    # ... inside the first user turn: after the system prompt and tool listing, before the task
+    # ... inside the task's user turn: after the system prompt and tool listing, before the task
     before = tok.decode(cp.input_ids[:cp.positions[0]])
     after = tok.decode(cp.input_ids[cp.positions[-1] + 1:])
     assert before.endswith("<|im_start|>user\n" + context.FRAMING_BEFORE)

@@ -115,7 +115,7 @@ class Algorithm:
     def context_view(self, members: list[Trajectory], n_latent: int = 0, text: str | None = None,
                      framing: tuple[str, str] | None = None):
         """The group's sequences as a teacher with privileged context sees them: the context block (``n_latent``
-        placeholders or ``text``, between ``framing``, default LOPD's) at the start of the first user turn
+        placeholders or ``text``, between ``framing``, default LOPD's) at the start of the task's user turn
         (:func:`lopd_train.context.context_prompt`), every other id as sampled. Returns ``(positions, seqs,
         masks)``: the placeholder positions (empty for text) and the teacher's ids and action masks, as tensors."""
         first = members[0]

@@ -2,7 +2,7 @@
 
 Each is the same on-policy distillation step and differs only in the privileged text its teacher reads
 (:meth:`SelfDistillation.contexts`): the student samples; the teacher is the same backbone given that text
-inside the first user turn (``lopd_train.context``, the place LOPD puts its latents), re-scoring the
+inside the task's user turn (``lopd_train.context``, the place LOPD puts its latents), re-scoring the
 student's own tokens without gradient; the student minimises the reverse KL to it. Knobs:
 
 * ``--teacher base`` (the frozen backbone, adapters off: a fixed teacher) or ``ema`` (an EMA copy of the
@@ -30,7 +30,7 @@ DISTILL_LOSSES = ("topk", "sampled")
 
 class SelfDistillation(Algorithm):
     uses_bank = True
-    #: text around the context inside the first user turn (``lopd_train.context.context_prompt``)
+    #: text around the context inside the task's user turn (``lopd_train.context.context_prompt``)
     framing: tuple[str, str] = ("", "")
     #: when a context is longer than ``--experience-tokens``, keep its end (trajectories: the actions and
     #: results) rather than its start (answers, skills)
@@ -70,7 +70,7 @@ class SelfDistillation(Algorithm):
         return self.tokenizer.decode(ids[-n:] if self.keep_end else ids[:n])
 
     def teacher_view(self, members: list[Trajectory], text: str):
-        """``(seqs, masks)``: the rollouts as the teacher reads them, ``text`` in the first user turn."""
+        """``(seqs, masks)``: the rollouts as the teacher reads them, ``text`` in the task's user turn."""
         _, seqs, masks = self.context_view(members, text=text, framing=self.framing)
         return seqs, masks
 

@@ -2,7 +2,7 @@
 
 The privileged text is the suite's reference answer for the task (``reference_answer(task)``: the gold
 calls for BFCL-v3 and ACEBench, the canonical solution for HumanEval+/MBPP+, the scripted solution of lopd's
-own EnvScaler environments); the teacher re-scores the student's own samples with it in its first user turn.
+own EnvScaler environments); the teacher re-scores the student's own samples with it in its task's user turn.
 Tasks without a reference answer (LiveCodeBench, official EnvScaler scenarios) get no supervision. Everything
 else (teacher kind, loss) is :class:`~lopd_train.algorithms.distill.SelfDistillation`.
 """

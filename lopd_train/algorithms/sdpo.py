@@ -1,5 +1,5 @@
 """SDPO (self-distillation with rich feedback): the teacher is the model re-prompted with a hint for the
-rollout it re-scores, placed inside the first user turn through the chat template (``lopd_train.context``).
+rollout it re-scores, placed inside the task's user turn through the chat template (``lopd_train.context``).
 
 The hint of a rollout is, in this order:
 

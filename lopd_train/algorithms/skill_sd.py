@@ -10,7 +10,7 @@ importance-weighted reverse KL.
   entries' text is the skill, so inserts are durable and de-duplicated), indexed by the same dense
   retriever. Its rows also go into every checkpoint (``state_dict``) and are merged back on resume.
 * **Teacher context**: the top-J skills for the task (``--top-j``), never those summarised from the group's
-  own rollouts, as a bullet list in the first user turn.
+  own rollouts, as a bullet list in the task's user turn.
 * **Loss**: the per-token reverse KL (``--distill-loss``) times ``min(p_S(y) / p_sampler(y), --importance-clip)``
   (:func:`lopd_train.losses.importance_weighted_kl`).
 """

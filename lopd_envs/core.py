@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 
@@ -27,6 +27,8 @@ from lopd_envs.trace import Trace
 log = logging.getLogger(__name__)
 
 SCORING_MODES = ("official", "strict")
+#: The keys ``reset(options=...)`` accepts (DESIGN.md section 3).
+RESET_OPTIONS = ("task_id",)
 
 
 @dataclass
@@ -124,15 +126,9 @@ class AgentEnv(gym.Env):
         return self._episode.task if self._episode else None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        chosen = self._chosen_task(options)  # checked before the seed is applied: a bad call changes nothing
         super().reset(seed=seed)
-        options = options or {}
-        if "task_id" in options:
-            if options["task_id"] not in self._index:
-                raise ValueError(f"{self.env_id}: unknown task_id {options['task_id']!r} in the selected "
-                                 f"categories ({len(self.tasks)} tasks; e.g. {self.tasks[0].task_id!r})")
-            task = self.tasks[self._index[options["task_id"]]]
-        else:
-            task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        task = chosen if chosen is not None else self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self._episode = self.new_episode(task)
         self._trace = Trace(env_id=self.env_id, task_id=task.task_id, task=task.instruction,
                             category=task.category)
@@ -171,6 +167,31 @@ class AgentEnv(gym.Env):
             info["score"] = score.details
             info["trace"].reward, info["trace"].success = reward, score.succeeded  # already a copy
         return copy.deepcopy(reaction.observation), reward, terminated, truncated, info
+
+    def _chosen_task(self, options: Any) -> Task | None:
+        """The task ``reset(options=...)`` asks for, or ``None`` to let the seed pick. ``options`` is ``None``
+        or a mapping whose only key is ``task_id`` (a task id string; ``None`` also lets the seed pick).
+        Anything else is the caller's mistake, refused with the bad key or value and what is accepted: a
+        silently ignored option would run a different task than the one asked for."""
+        if options is None:
+            return None
+        if not isinstance(options, Mapping):
+            raise TypeError(f"{self.env_id}: reset(options=...) takes None or a dict such as "
+                            f"{{'task_id': {self.tasks[0].task_id!r}}}, got {type(options).__name__} {options!r:.80}")
+        unknown = [key for key in options if key not in RESET_OPTIONS]
+        if unknown:
+            raise ValueError(f"{self.env_id}: unknown reset option(s) {', '.join(repr(k)[:80] for k in unknown)}; "
+                             f"accepted: {', '.join(RESET_OPTIONS)}")
+        task_id = options.get("task_id")
+        if task_id is None:
+            return None
+        if not isinstance(task_id, str):
+            raise TypeError(f"{self.env_id}: reset option 'task_id' must be a task id string such as "
+                            f"{self.tasks[0].task_id!r}, got {type(task_id).__name__} {task_id!r:.80}")
+        if task_id not in self._index:
+            raise ValueError(f"{self.env_id}: unknown task_id {task_id!r:.200} in the selected "
+                             f"categories ({len(self.tasks)} tasks; e.g. {self.tasks[0].task_id!r})")
+        return self.tasks[self._index[task_id]]
 
     def render(self) -> str | None:
         return None if self.render_mode != "ansi" else "\n".join(

@@ -180,9 +180,36 @@ def mutant(problem: dict, index: int) -> str:
 
 # ------------------------------------------------------------------------------------- evalplus
 
-def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path,
-                 parallel: int | None = None) -> tuple[float, dict]:
-    """evalplus's own ``evaluate`` in a fresh interpreter (its dataset paths are read at import)."""
+#: Run in a fresh interpreter: evalplus's ``evaluate`` timed from its call to its return, then the process ends
+#: at once. evalplus 0.3.1's ``evaluate`` starts a non-daemon "stucking checker" thread that sleeps 20 s at a
+#: time and only looks at the work between sleeps, so a normal interpreter exit waits up to 20 s after the
+#: work is done (every earlier evalplus figure here landed near 22 s or 42 s). ``os._exit`` skips that wait;
+#: the results file is closed before ``evaluate`` returns, and nothing else is pending then.
+EVALPLUS_CHILD = """
+import json, os, sys, time
+t_start = time.perf_counter()
+from evalplus.evaluate import evaluate
+t_imported = time.perf_counter()
+evaluate(dataset={dataset!r}, samples={samples!r}, i_just_wanna_run=True, parallel={parallel!r})
+t_done = time.perf_counter()
+sys.stderr.flush()
+sys.stdout.write("\\nEVALPLUS_TIMING " + json.dumps({{"import_s": t_imported - t_start, "work_s": t_done - t_imported}}) + "\\n")
+sys.stdout.flush()
+os._exit(0)
+"""
+
+EVALPLUS_TIMING_NOTE = ("evalplus timed on its work: from the call of evaluate() (dataset and cached expected "
+                        "outputs loaded, solutions checked, results written) to its return, in a fresh "
+                        "interpreter that then exits at once (os._exit), so its idle 20 s checker thread is not "
+                        "counted; interpreter start and import are reported apart")
+
+
+def run_evalplus_timed(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path,
+                       parallel: int | None = None) -> dict:
+    """evalplus's own ``evaluate`` in a fresh interpreter (its dataset paths are read at import), timed on the
+    work (:data:`EVALPLUS_CHILD`). Returns ``work_s`` (the ``evaluate`` call), ``import_s``, ``process_s``
+    (the child's whole wall time, start-up and import included, seen from here) and the per-task
+    ``verdicts``."""
     samples = workdir / f"samples-{time.monotonic_ns()}.jsonl"
     with open(samples, "w") as f:
         for task_id, sol in solutions.items():
@@ -191,16 +218,24 @@ def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workd
                HUMANEVAL_OVERRIDE_PATH=str(data_file) if dataset == "humaneval" else "",
                MBPP_OVERRIDE_PATH=str(data_file) if dataset == "mbpp" else "")
     env = {k: v for k, v in env.items() if v != ""}
-    code = ("import sys; from evalplus.evaluate import evaluate; "
-            f"evaluate(dataset={dataset!r}, samples={str(samples)!r}, i_just_wanna_run=True, parallel={parallel!r})")
+    code = EVALPLUS_CHILD.format(dataset=dataset, samples=str(samples), parallel=parallel)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"evalplus failed: {proc.stderr[-2000:]}")
+    process_s = time.perf_counter() - start
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("EVALPLUS_TIMING ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"evalplus failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    timing = json.loads(line[len("EVALPLUS_TIMING "):])
     results = json.loads(Path(str(samples).replace(".jsonl", "_eval_results.json")).read_text())
     verdicts = {tid: (r[0]["base_status"], r[0]["plus_status"]) for tid, r in results["eval"].items()}
-    return elapsed, verdicts
+    return {**timing, "process_s": process_s, "verdicts": verdicts}
+
+
+def run_evalplus(dataset: str, data_file: Path, solutions: dict[str, str], workdir: Path,
+                 parallel: int | None = None) -> tuple[float, dict]:
+    """``(work seconds, verdicts)`` of :func:`run_evalplus_timed`: the seconds are evalplus's work alone."""
+    r = run_evalplus_timed(dataset, data_file, solutions, workdir, parallel)
+    return r["work_s"], r["verdicts"]
 
 
 # ----------------------------------------------------------------------------------------- lopd
@@ -412,6 +447,53 @@ def report_overhead(report: dict, rounds: int) -> None:
               "(warm spares move the start-up ahead of the run, they do not remove it)", flush=True)
 
 
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min and max over repetitions: every repeated figure is printed this way."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt_spread(d: dict[str, float], spec: str = ".1f", unit: str = "") -> str:
+    return f"{d['median']:{spec}}{unit} ({d['min']:{spec}}-{d['max']:{spec}})"
+
+
+def interleaved_rounds(sets: dict[str, dict[str, str]], reps: int, run_ours, run_theirs) -> dict[str, dict]:
+    """``reps`` rounds; in each, every solution set is scored by lopd and by evalplus back to back, the order
+    alternating from round to round (lopd first, then evalplus first...), so both sides of a round's ratio
+    ran under the same load. ``run_ours(solutions) -> (seconds, verdicts)``; ``run_theirs(solutions) -> dict``
+    as :func:`run_evalplus_timed` returns, or ``None`` to time lopd alone. Per set: the per-round times, the
+    per-round ratios evalplus work / lopd, the 1-minute load average at the start of each round, and the
+    verdicts of every round (the caller checks agreement on each)."""
+    out: dict[str, dict] = {name: {"lopd_s": [], "evalplus_work_s": [], "evalplus_process_s": [],
+                                   "evalplus_import_s": [], "ratios": [], "load_1min": [], "rounds": []}
+                            for name in sets}
+    for rep in range(reps):
+        for name, solutions in sets.items():
+            entry = out[name]
+            entry["load_1min"].append(round(os.getloadavg()[0], 2))
+            ours = theirs = None
+            order = ("lopd", "evalplus") if rep % 2 == 0 else ("evalplus", "lopd")
+            for side in order:
+                if side == "lopd":
+                    ours = run_ours(solutions)
+                elif run_theirs is not None:
+                    theirs = run_theirs(solutions)
+            t_lopd, verdicts = ours
+            entry["lopd_s"].append(t_lopd)
+            entry["rounds"].append({"order": list(order), "lopd_verdicts": verdicts,
+                                    "evalplus_verdicts": theirs["verdicts"] if theirs else None})
+            line = f"[{name}] round {rep + 1}/{reps} ({' then '.join(order)}, load {entry['load_1min'][-1]}): " \
+                   f"lopd {t_lopd:.1f} s"
+            if theirs is not None:
+                entry["evalplus_work_s"].append(theirs["work_s"])
+                entry["evalplus_process_s"].append(theirs["process_s"])
+                entry["evalplus_import_s"].append(theirs["import_s"])
+                entry["ratios"].append(theirs["work_s"] / t_lopd)
+                line += (f", evalplus work {theirs['work_s']:.1f} s (process {theirs['process_s']:.1f} s incl. "
+                         f"{theirs['import_s']:.1f} s import) -> {entry['ratios'][-1]:.2f}x")
+            print(line, flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="humaneval", choices=["humaneval", "mbpp"])
@@ -421,12 +503,17 @@ def main() -> None:
     ap.add_argument("--skip-mutants", action="store_true")
     ap.add_argument("--evalplus-parallel", type=int, default=None,
                     help="evalplus's --parallel (default: our workers, so both sides get the same parallelism)")
+    ap.add_argument("--reps", type=int, default=3,
+                    help="interleaved rounds of lopd and evalplus on each solution set (median and range printed)")
     ap.add_argument("--overhead-only", action="store_true", help="only the per-run overhead of each backend")
+    ap.add_argument("--skip-overhead", action="store_true", help="no per-run overhead after the HumanEval+ rounds")
     ap.add_argument("--rounds", type=int, default=40, help="runs per backend for the overhead")
     ap.add_argument("--cache", default=None,
                     help="keep lopd's expected outputs in this folder across runs (default: a fresh one)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
     if args.overhead_only:
         report: dict = {"cpus": os.cpu_count()}
         report_overhead(report, args.rounds)
@@ -435,18 +522,23 @@ def main() -> None:
         return
 
     os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
-    from lopd_envs.sandbox import default_workers, get_sandbox
+    from lopd_envs.sandbox import default_workers, get_sandbox, interpreter
+    from lopd_envs.sandbox.base import as_root
     from lopd_envs.suites.evalplus import data as ep_data, groundtruth as ep_gt
 
     workers = args.workers or default_workers()
     parallel = args.evalplus_parallel or workers
-    report = {"dataset": args.dataset, "workers": workers, "evalplus_parallel": parallel, "cpus": os.cpu_count()}
+    report = {"dataset": args.dataset, "workers": workers, "evalplus_parallel": parallel, "cpus": os.cpu_count(),
+              "reps": args.reps, "command": "python benchmarks/sandbox_throughput.py " + " ".join(sys.argv[1:]),
+              "load_average_start": [round(x, 2) for x in os.getloadavg()]}
+    if not args.skip_evalplus:
+        report["evalplus_timing"] = EVALPLUS_TIMING_NOTE
+        print(EVALPLUS_TIMING_NOTE, flush=True)
     with tempfile.TemporaryDirectory(prefix="lopd-bench-") as tmp:
         tmpdir = Path(tmp)
         os.environ["LOPD_CACHE"] = args.cache or str(tmpdir / "lopd-cache")
         path = ep_data.dataset_path(args.dataset)
         problems = ep_data.load_problems(args.dataset, path)
-        # evalplus's loader needs an uncompressed or .gz path; it accepts either
         sandbox = get_sandbox(args.backend)
         report["backend"] = sandbox.name
         sets = {"canonical": {t: p["prompt"] + p["canonical_solution"] for t, p in problems.items()}}
@@ -460,50 +552,63 @@ def main() -> None:
         report["lopd_groundtruth_s"] = time.perf_counter() - start
         print(f"lopd expected outputs ({len(problems)} tasks, {sandbox.name}, {workers} workers): "
               f"{report['lopd_groundtruth_s']:.1f}s", flush=True)
+        if not args.skip_evalplus:  # evalplus computes (and caches) its expected outputs on first use
+            cold = run_evalplus_timed(args.dataset, path, sets["canonical"], tmpdir, parallel)
+            report["evalplus_cold"] = {k: cold[k] for k in ("work_s", "process_s", "import_s")}
+            print(f"evalplus cold (computes its expected outputs, canonical solutions): work {cold['work_s']:.1f} s, "
+                  f"process {cold['process_s']:.1f} s", flush=True)
 
-        for name, solutions in sets.items():
-            t_lopd, ours = run_lopd(args.dataset, problems, solutions, gt, sandbox, workers)
-            entry = {"lopd_s": t_lopd, "lopd_pass_base": sum(v[0] == "pass" for v in ours.values()),
-                     "lopd_pass_plus": sum(v[0] == v[1] == "pass" for v in ours.values())}
-            print(f"[{name}] lopd: {t_lopd:.1f}s, base pass {entry['lopd_pass_base']}, "
-                  f"base+plus pass {entry['lopd_pass_plus']} of {len(ours)}", flush=True)
+        bare = bare_compute(problems, sets["canonical"], interpreter.resolve(as_root()).executable)
+        ceiling = {"bare_compute_s": sum(bare.values()), "bare_makespan_s": makespan(list(bare.values()), workers),
+                   "bare_longest": sorted(bare.items(), key=lambda kv: -kv[1])[:7]}
+        print(f"[canonical] the solutions' own calls, bare interpreter: {ceiling['bare_compute_s']:.1f} s CPU in "
+              f"all; on {workers} workers (longest first) no scorer finishes before "
+              f"{ceiling['bare_makespan_s']:.1f} s", flush=True)
+
+        rounds = interleaved_rounds(
+            sets, args.reps, lambda sols: run_lopd(args.dataset, problems, sols, gt, sandbox, workers),
+            None if args.skip_evalplus else
+            (lambda sols: run_evalplus_timed(args.dataset, path, sols, tmpdir, parallel)))
+
+    for name, r in rounds.items():
+        entry: dict = {"lopd_s": r["lopd_s"], "lopd_s_spread": spread(r["lopd_s"]), "load_1min": r["load_1min"]}
+        last = r["rounds"][-1]["lopd_verdicts"]
+        entry.update(lopd_pass_base=sum(v[0] == "pass" for v in last.values()),
+                     lopd_pass_plus=sum(v[0] == v[1] == "pass" for v in last.values()))
+        if name == "canonical":
+            entry.update(ceiling)
+            entry["lopd_over_ceiling_s"] = entry["lopd_s_spread"]["median"] - ceiling["bare_makespan_s"]
+        line = (f"[{name}] {args.reps} interleaved round(s), median (min-max): lopd {fmt_spread(entry['lopd_s_spread'])} s, "
+                f"base pass {entry['lopd_pass_base']}, base+plus pass {entry['lopd_pass_plus']} of {len(last)}")
+        if r["ratios"]:
+            entry.update({k: r[k] for k in ("evalplus_work_s", "evalplus_process_s", "evalplus_import_s", "ratios")})
+            entry["evalplus_work_s_spread"] = spread(r["evalplus_work_s"])
+            entry["evalplus_process_s_spread"] = spread(r["evalplus_process_s"])
+            entry["speedup_vs_evalplus"] = spread(r["ratios"])
+            entry["agreement"] = [agreement(x["lopd_verdicts"], x["evalplus_verdicts"]) for x in r["rounds"]]
+            line += (f"; evalplus --parallel {parallel} work {fmt_spread(entry['evalplus_work_s_spread'])} s "
+                     f"(process {fmt_spread(entry['evalplus_process_s_spread'])} s); lopd ({workers} workers) is "
+                     f"{fmt_spread(entry['speedup_vs_evalplus'], '.2f')}x faster (ratio per round)")
             if name == "canonical":
-                from lopd_envs.sandbox import interpreter
-                from lopd_envs.sandbox.base import as_root
+                entry["ceiling_vs_evalplus"] = entry["evalplus_work_s_spread"]["median"] / ceiling["bare_makespan_s"]
+                line += (f"; a scorer with no overhead at all would be {entry['ceiling_vs_evalplus']:.2f}x evalplus "
+                         f"(lopd spends {entry['lopd_over_ceiling_s']:.1f} s over that ceiling)")
+            base = sorted({a["base_agree"] for a in entry["agreement"]})
+            plus = sorted({a["plus_agree"] for a in entry["agreement"]})
+            line += f"; verdicts agree (base {'/'.join(map(str, base))}, base+plus {'/'.join(map(str, plus))} of {len(last)})"
+        print(line + f"; load 1-min per round {r['load_1min']}", flush=True)
+        report[name] = entry
 
-                bare = bare_compute(problems, solutions, interpreter.resolve(as_root()).executable)
-                entry["bare_compute_s"] = sum(bare.values())
-                entry["bare_makespan_s"] = makespan(list(bare.values()), workers)
-                entry["bare_longest"] = sorted(bare.items(), key=lambda kv: -kv[1])[:7]
-                print(f"[{name}] the solutions' own calls, bare interpreter: {entry['bare_compute_s']:.1f} s CPU in "
-                      f"all; on {workers} workers (longest first) no scorer finishes before "
-                      f"{entry['bare_makespan_s']:.1f} s; lopd spends {t_lopd - entry['bare_makespan_s']:.1f} s over "
-                      f"that", flush=True)
-            if not args.skip_evalplus:
-                if name == "canonical":  # evalplus computes (and caches) its ground truth on first use
-                    t_cold, _ = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
-                    entry["evalplus_cold_s"] = t_cold
-                    print(f"[{name}] evalplus cold (computes its expected outputs): {t_cold:.1f}s", flush=True)
-                t_ep, theirs = run_evalplus(args.dataset, path, solutions, tmpdir, parallel)
-                entry["evalplus_s"] = t_ep
-                entry["speedup_vs_evalplus"] = t_ep / t_lopd
-                if "bare_makespan_s" in entry:
-                    entry["ceiling_vs_evalplus"] = t_ep / entry["bare_makespan_s"]
-                    print(f"[{name}] ceiling: a scorer with no overhead at all would be "
-                          f"{entry['ceiling_vs_evalplus']:.2f}x evalplus here", flush=True)
-                entry["agreement"] = agreement(ours, theirs)
-                print(f"[{name}] evalplus --parallel {parallel}: {t_ep:.1f}s -> lopd ({workers} workers) is "
-                      f"{t_ep / t_lopd:.2f}x faster", flush=True)
-                print(f"[{name}] agreement: {json.dumps(entry['agreement'])}", flush=True)
-            report[name] = entry
-
-    for name in sets:
+    for name in rounds:
         ratio = report[name].get("speedup_vs_evalplus")
         if ratio is not None:
-            print(f"GOAL HumanEval+ ({args.dataset}, {name}): lopd {workers} workers vs evalplus --parallel {parallel}: "
-                  f"{ratio:.2f}x (goal >= 3x): {'met' if ratio >= 3 else 'NOT met'} ({load_average()})", flush=True)
+            print(f"GOAL HumanEval+ ({args.dataset}, {name}): lopd {workers} workers vs evalplus --parallel {parallel} "
+                  f"(its work): {fmt_spread(ratio, '.2f')}x median (min-max) of {args.reps} interleaved rounds "
+                  f"(goal >= 3x): {'met' if ratio['median'] >= 3 else 'NOT met'} ({load_average()})", flush=True)
 
-    report_overhead(report, args.rounds)
+    if not args.skip_overhead:
+        report_overhead(report, args.rounds)
+    report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

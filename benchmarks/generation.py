@@ -1,0 +1,459 @@
+"""Generation throughput: rollout tokens/s at batch 1, 8 and 32, lopd's sampler against plain ``transformers``
+``generate`` on the same model and prompts, the student's LoRA on and off, against the bounds of the machine.
+
+    python benchmarks/generation.py                      # SmolLM2-135M-Instruct, batches 1 8 32, 3 rounds
+    python benchmarks/generation.py --batches 1 8 32 --prompt-tokens 64 --new-tokens 32 --reps 3 --json out.json
+    python benchmarks/generation.py --model tiny-random --batches 1 2 --reps 1     # a smoke run (tests)
+    (results, with their command and load average: benchmarks/results/generation/)
+
+Variants, all on the same prompts and the same number of new tokens (every row decodes exactly
+``--new-tokens``: the end-of-sequence id is withheld from both samplers, so the work does not depend on what
+was sampled):
+
+* ``hf generate``: a second copy of the backbone, never wrapped by peft, ``model.generate`` sampling at temperature 1, no
+  top-k/top-p, nothing returned but the tokens: what a plain ``transformers`` user runs. The baseline of every
+  ratio.
+* ``lopd, LoRA off``: ``lopd_train.rollout.generate`` (what every rollout of the trainer calls: left padding,
+  shared prefill of duplicate prompts, per-step scores kept and turned into the sampler's log-probs) on the
+  peft-wrapped policy with a student LoRA (r 16, all linear layers, as the trainer's default), all adapters
+  disabled (the frozen teacher's setting).
+* ``lopd, LoRA on``: the same with the student adapter active, as training rollouts run.
+* ``lopd, LoRA merged``: the student adapter merged into the base weights for the call (peft
+  ``merge_adapter``; ``unmerge_adapter`` after), i.e. the same function computed with no LoRA matmuls; the
+  merge and unmerge are timed apart, and the logits' largest difference to the unmerged adapter is printed
+  (the merge is exact up to float rounding). The LoRA's B matrices are set to small random values first, so
+  that the check compares two different computations, not two zero updates.
+
+Timing: ``--reps`` rounds; in each, every variant runs once per batch size, in an order that rotates from
+round to round, so the machine's changing load falls on all of them alike; medians with their min-max are
+printed, and each ratio is taken per round (variant / hf generate of the same round), then its median and
+range. Two rates per call: **end to end** (``batch x new tokens / wall time of the call``, prefill of the
+prompts included: what a rollout pays) and **decode** (``batch x (new tokens - 1)`` over the time from the end
+of the prefill forward to the end of the last forward, found by hooks on the transformer body: the rate the
+bounds below speak of).
+
+Bounds, measured in the same run: each decoding step reads every weight once (and the key/value cache of
+every row), so ``steps/s <= memory bandwidth / (weight bytes + KV-cache bytes)`` and ``tokens/s <= batch x
+that``; the bandwidth is that of summing a 256 MiB tensor with the benchmark's threads (best of 5). And each
+token costs about ``2 x (parameters in matmuls)`` FLOPs (+ attention over the context), so ``tokens/s <=
+GEMM FLOP/s / FLOPs per token`` whatever the batch; GEMM FLOP/s is that of a ``[512, d] x [d, 4d]`` matmul
+(best of 5). The tighter of the two is the roofline; the fraction of it reached is printed per batch size.
+
+Measured 2026-12-03: see ``benchmarks/results/generation/`` (the output of the command above and its load
+average); the figures are quoted in issue 27's closing note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VARIANTS = ("hf generate", "lopd, LoRA off", "lopd, LoRA on", "lopd, LoRA merged")
+BASELINE = VARIANTS[0]
+
+
+class NoEOS:
+    """A tokenizer seen through a proxy without an end-of-sequence id, so that lopd's ``generate`` (which reads
+    ``tokenizer.eos_token_id`` for its stopping rule and its cut) decodes exactly ``max_new_tokens`` per row
+    whatever is sampled: the benchmark's work then depends on the settings only. Everything else is the
+    tokenizer's own."""
+
+    eos_token_id = None
+
+    def __init__(self, tokenizer: Any):
+        self._tokenizer = tokenizer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tokenizer, name)
+
+
+class ForwardClock:
+    """Start and end times of every forward of a module (the transformer body, which both samplers call once
+    for the prefill and once per new token), with the number of positions each one ran."""
+
+    def __init__(self, module: Any):
+        self.module = module
+        self.calls: list[tuple[float, float, int]] = []
+        self._start: list[tuple[float, int]] = []
+
+    def _pre(self, module, args, kwargs):
+        ids = kwargs.get("input_ids") if kwargs.get("input_ids") is not None else kwargs.get("inputs_embeds")
+        if ids is None and args:
+            ids = args[0]
+        self._start.append((time.perf_counter(), int(ids.shape[1]) if ids is not None else 0))
+
+    def _post(self, module, args, kwargs, output):
+        start, width = self._start.pop()
+        self.calls.append((start, time.perf_counter(), width))
+
+    def __enter__(self) -> "ForwardClock":
+        self.calls.clear()
+        self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
+                         self.module.register_forward_hook(self._post, with_kwargs=True)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+
+    def decode_seconds(self) -> tuple[float, int]:
+        """Seconds from the end of the last prefill forward (the last call wider than one position) to the end
+        of the last forward, and the number of one-position forwards in between (decoding steps)."""
+        prefill = [i for i, c in enumerate(self.calls) if c[2] > 1]
+        after = prefill[-1] if prefill else 0
+        steps = [c for c in self.calls[after + 1:] if c[2] == 1]
+        if not steps:
+            return 0.0, 0
+        return steps[-1][1] - self.calls[after][1], len(steps)
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Median, min and max over rounds: how every repeated figure is reported."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def fmt(d: dict[str, float], spec: str = ".1f") -> str:
+    return f"{d['median']:{spec}} ({d['min']:{spec}}-{d['max']:{spec}})"
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ----------------------------------------------------------------------------------------------- bounds
+
+def read_bandwidth(threads: int, mib: int = 256, reps: int = 5) -> float:
+    """Bytes/s of reading a ``mib`` MiB float32 tensor (``sum``), best of ``reps``: how fast this machine
+    streams memory into the cores with ``threads`` threads, the ceiling of a decoding step that reads every
+    weight once."""
+    import torch
+
+    x = torch.ones(mib * 2**20 // 4, dtype=torch.float32)
+    x.sum()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - t0)
+    return x.numel() * 4 / best
+
+
+def gemm_flops(d: int, reps: int = 5, rows: int = 512) -> float:
+    """FLOP/s of a ``[rows, d] x [d, 4d]`` float32 matmul, best of ``reps``: the compute ceiling of the
+    model's own matrix shapes with the benchmark's threads."""
+    import torch
+
+    a, b = torch.randn(rows, d), torch.randn(d, 4 * d)
+    a @ b
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * rows * d * 4 * d / best
+
+
+def model_shape(model: Any) -> dict[str, float]:
+    """What a decoding step reads and computes: the bytes of the weights (each storage counted once, so a tied
+    embedding/LM head is one matrix), the parameters that take part in matmuls per token (all but the input
+    embedding, unless it is tied to the LM head, which does multiply), and the key/value cache bytes per
+    position."""
+    seen: set[int] = set()
+    weight_bytes = 0
+    for p in model.parameters():
+        ptr = p.untyped_storage().data_ptr()
+        if ptr not in seen:
+            seen.add(ptr)
+            weight_bytes += p.numel() * p.element_size()
+    emb, head = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    tied = emb.untyped_storage().data_ptr() == head.untyped_storage().data_ptr()
+    matmul_params = sum(p.numel() for p in model.parameters()) - (0 if tied else emb.numel())
+    cfg = model.config
+    heads = cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or heads
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    kv_bytes_per_position = cfg.num_hidden_layers * 2 * kv_heads * head_dim * emb.element_size()
+    return {"weight_bytes": weight_bytes, "matmul_params": matmul_params, "tied_embeddings": tied,
+            "kv_bytes_per_position": kv_bytes_per_position, "layers": cfg.num_hidden_layers,
+            "hidden": cfg.hidden_size}
+
+
+def bounds(shape: dict[str, float], batch: int, context: float, bandwidth: float, flops: float) -> dict[str, float]:
+    """Tokens/s ceilings at ``batch`` rows with an average context of ``context`` positions: memory
+    (weights + every row's KV cache read once per step) and compute (matmul parameters + attention over the
+    context, 2 FLOPs per multiply-add), and the tighter of the two."""
+    step_bytes = shape["weight_bytes"] + batch * context * shape["kv_bytes_per_position"]
+    memory = batch * bandwidth / step_bytes
+    per_token = 2 * shape["matmul_params"] + 4 * shape["layers"] * context * shape["hidden"]
+    compute = flops / per_token
+    return {"memory_bound_tok_s": memory, "compute_bound_tok_s": compute, "roofline_tok_s": min(memory, compute),
+            "bound_by": "memory" if memory < compute else "compute"}
+
+
+# ---------------------------------------------------------------------------------------------- samplers
+
+def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
+    """``n`` distinct chat prompts of exactly ``length`` tokens (a rendered user turn asking for a tool call,
+    cut or padded with its own words): distinct, so lopd's shared prefill (which only helps duplicate prompts
+    of a GRPO group) gives it no advantage over plain ``generate``; the same ones for every variant."""
+    from lopd_train import models
+
+    out = []
+    for i in range(n):
+        text = (f"Request {i}: look up the account of customer {1000 + 37 * i}, list their last orders with "
+                "dates and amounts, and call the right tool with JSON arguments. ") * 8
+        ids = models.encode(tokenizer, models.render_chat(tokenizer, [{"role": "user", "content": text}]))
+        while len(ids) < length:
+            ids = ids + ids
+        out.append(ids[-length:])
+    return out
+
+
+def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+    """Plain ``transformers``: left-padded batch, ``generate`` with sampling at temperature 1, no top-k/top-p, no
+    end-of-sequence id (exactly ``new_tokens`` each), no scores."""
+    import torch
+    from transformers import GenerationConfig
+
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), tokenizer.pad_token_id, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
+    gc = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                          pad_token_id=tokenizer.pad_token_id, eos_token_id=None, bos_token_id=None)
+    with torch.no_grad():
+        out = backbone.generate(input_ids=ids, attention_mask=attn, generation_config=gc)
+    return out[:, width:].tolist()
+
+
+@contextlib.contextmanager
+def merged(policy: Any) -> Iterator[dict[str, float]]:
+    """The active adapter merged into the base weights inside the block (timed: ``merge_s``, ``unmerge_s``)."""
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    policy.merge_adapter()
+    times["merge_s"] = time.perf_counter() - t0
+    try:
+        yield times
+    finally:
+        t0 = time.perf_counter()
+        policy.unmerge_adapter()
+        times["unmerge_s"] = time.perf_counter() - t0
+
+
+def merge_error(policy: Any, prompt: list[int]) -> float:
+    """Largest absolute difference of the next-token logits over ``prompt`` between the student adapter
+    applied as LoRA and merged into the weights (float rounding only, if merging is correct)."""
+    import torch
+
+    from lopd_train import models
+
+    ids = torch.tensor([prompt])
+    with torch.no_grad(), models.adapter(policy, "student"):
+        lora = policy(input_ids=ids).logits
+        with merged(policy):
+            fused = policy(input_ids=ids).logits
+    return float((lora - fused).abs().max())
+
+
+def setup(args: argparse.Namespace) -> dict[str, Any]:
+    """A plain backbone (never wrapped: peft replaces the wrapped model's linear layers in place, and a
+    disabled adapter still costs a Python branch per layer), its tokenizer, and the policy (a second copy of
+    the backbone wrapped with a student LoRA, its B matrices small random values so that LoRA on and off
+    compute different functions)."""
+    import torch
+
+    from lopd_train import models
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    plain, tok = models.load_backbone(args.model, torch.device("cpu"), args.dtype)
+    plain.eval()
+    backbone, _ = models.load_backbone(args.model, torch.device("cpu"), args.dtype)
+    policy = models.wrap_lora(backbone, {"student": models.lora_config(args.lora_r, 2 * args.lora_r)})
+    with torch.no_grad():
+        for n, p in policy.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 1e-3)
+    policy.eval()
+    return {"plain": plain, "tokenizer": tok, "policy": policy, "shape": model_shape(plain)}
+
+
+def variant_runner(name: str, env: dict[str, Any], new_tokens: int) -> Callable[[list[list[int]]], dict]:
+    """A function that samples the prompts with variant ``name`` and returns its tokens and any extra
+    timings (the merge's)."""
+    from lopd_train import models
+    from lopd_train.rollout import SamplingConfig, generate
+
+    policy, tok = env["policy"], env["tokenizer"]
+    sampling = SamplingConfig(max_new_tokens=new_tokens)
+
+    def lopd(prompts):
+        return [toks for toks, *_ in generate(policy, NoEOS(tok), prompts, sampling)]
+
+    def run(prompts: list[list[int]]) -> dict:
+        if name == "hf generate":
+            return {"tokens": hf_generate(env["plain"], tok, prompts, new_tokens)}
+        if name == "lopd, LoRA off":
+            with models.base_only(policy):
+                return {"tokens": lopd(prompts)}
+        if name == "lopd, LoRA on":
+            with models.adapter(policy, "student"):
+                return {"tokens": lopd(prompts)}
+        with models.adapter(policy, "student"), merged(policy) as times:
+            tokens = lopd(prompts)
+        return {"tokens": tokens, **times}
+    return run
+
+
+def bench(args: argparse.Namespace, env: dict[str, Any]) -> dict[str, Any]:
+    """Every variant at every batch size, ``args.reps`` rounds in rotating order; per call the wall time, the
+    decode time (:class:`ForwardClock`) and the tokens; the checks that every row got ``new_tokens``."""
+    import torch
+
+    from lopd_train.scoring import decoder
+
+    bodies = {v: env["plain"].get_decoder() if v == BASELINE else decoder(env["policy"]) for v in args.variants}
+    prompts = synthetic_prompts(env["tokenizer"], max(args.batches), args.prompt_tokens)
+    runners = {v: variant_runner(v, env, args.new_tokens) for v in args.variants}
+    calls: dict[int, dict[str, list[dict]]] = {b: {v: [] for v in args.variants} for b in args.batches}
+    for b in args.batches:  # one untimed call each: first-use allocations and lazy initialisation
+        for v in args.variants:
+            runners[v](prompts[:b])
+    for rep in range(args.reps):
+        load = load_average()[0]
+        for b in args.batches:
+            k = rep % len(args.variants)
+            order = list(args.variants[k:]) + list(args.variants[:k])
+            for v in order:
+                torch.manual_seed(rep)
+                with ForwardClock(bodies[v]) as clock:
+                    t0 = time.perf_counter()
+                    out = runners[v](prompts[:b])
+                    wall = time.perf_counter() - t0
+                decode_s, steps = clock.decode_seconds()
+                lengths = {len(t) for t in out["tokens"]}
+                if lengths != {args.new_tokens}:
+                    raise RuntimeError(f"{v} at batch {b} produced rows of {sorted(lengths)} tokens, not "
+                                       f"{args.new_tokens}: the benchmark's work would not be equal")
+                calls[b][v].append({"wall_s": wall, "decode_s": decode_s, "decode_steps": steps, "load_1min": load,
+                                    **{k2: v2 for k2, v2 in out.items() if k2 != "tokens"}})
+            print(f"round {rep + 1}/{args.reps}, batch {b} (load {load}): " + "; ".join(
+                f"{v} {b * args.new_tokens / calls[b][v][-1]['wall_s']:.1f} tok/s" for v in args.variants), flush=True)
+    return calls
+
+
+def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]], shape: dict[str, float],
+              bandwidth: float, flops: float) -> dict[str, Any]:
+    """Per batch and variant: end-to-end and decode tok/s (median, range), the per-round ratio to hf generate,
+    and the bounds at that batch (context: the prompt plus half the new tokens on average)."""
+    out: dict[str, Any] = {}
+    context = args.prompt_tokens + args.new_tokens / 2
+    for b, per in calls.items():
+        row: dict[str, Any] = {"bounds": bounds(shape, b, context, bandwidth, flops), "variants": {}}
+        base = per.get(BASELINE)
+        for v, cs in per.items():
+            e2e = [b * args.new_tokens / c["wall_s"] for c in cs]
+            dec = [b * (c["decode_steps"]) / c["decode_s"] for c in cs if c["decode_s"] > 0]
+            entry: dict[str, Any] = {"end_to_end_tok_s": spread(e2e), "decode_tok_s": spread(dec) if dec else None,
+                                     "wall_s": [c["wall_s"] for c in cs]}
+            if base is not None and v != BASELINE:
+                entry["end_to_end_vs_hf"] = spread([x["wall_s"] / c["wall_s"] for x, c in zip(base, cs)])
+                if dec:
+                    entry["decode_vs_hf"] = spread([(c["decode_steps"] / c["decode_s"]) /
+                                                    (x["decode_steps"] / x["decode_s"]) for x, c in zip(base, cs)])
+            if "merge_s" in cs[0]:
+                entry["merge_plus_unmerge_s"] = spread([c["merge_s"] + c["unmerge_s"] for c in cs])
+            if dec:
+                entry["decode_fraction_of_roofline"] = statistics.median(dec) / row["bounds"]["roofline_tok_s"]
+            row["variants"][v] = entry
+        if "lopd, LoRA on" in per and "lopd, LoRA off" in per:
+            on, off = per["lopd, LoRA on"], per["lopd, LoRA off"]
+            row["lora_on_vs_off_end_to_end"] = spread([n["wall_s"] / o["wall_s"] for o, n in zip(off, on)])
+        out[str(b)] = row
+    return out
+
+
+def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[str, float], bandwidth: float,
+                flops: float) -> None:
+    print(f"weights {shape['weight_bytes'] / 2**20:.0f} MiB ({'tied' if shape['tied_embeddings'] else 'untied'} "
+          f"embeddings), {shape['matmul_params'] / 1e6:.1f} M matmul parameters, KV cache "
+          f"{shape['kv_bytes_per_position'] / 1024:.1f} KiB per position; read bandwidth {bandwidth / 1e9:.1f} GB/s, "
+          f"GEMM {flops / 1e9:.1f} GFLOP/s (best of 5, {args.threads or 'default'} threads)")
+    print(f"prompts {args.prompt_tokens} tokens (distinct), {args.new_tokens} new tokens per row; median (min-max) "
+          f"of {args.reps} rounds; ratios per round against '{BASELINE}'")
+    head = f"{'batch':>5s}  {'variant':<18s} {'end-to-end tok/s':>22s} {'vs hf':>18s} {'decode tok/s':>22s} " \
+           f"{'vs hf':>18s} {'of roofline':>11s}"
+    print(head)
+    for b, row in summary.items():
+        for v, e in row["variants"].items():
+            vs = fmt(e["end_to_end_vs_hf"], ".2f") + "x" if "end_to_end_vs_hf" in e else "baseline"
+            dvs = fmt(e["decode_vs_hf"], ".2f") + "x" if "decode_vs_hf" in e else "baseline"
+            dec = fmt(e["decode_tok_s"]) if e["decode_tok_s"] else "n/a"
+            frac = f"{e['decode_fraction_of_roofline']:.0%}" if "decode_fraction_of_roofline" in e else ""
+            extra = f"  (merge+unmerge {fmt(e['merge_plus_unmerge_s'], '.2f')} s a call)" if "merge_plus_unmerge_s" in e else ""
+            print(f"{b:>5s}  {v:<18s} {fmt(e['end_to_end_tok_s']):>22s} {vs:>18s} {dec:>22s} {dvs:>18s} {frac:>11s}{extra}")
+        bd = row["bounds"]
+        print(f"{b:>5s}  bounds: memory {bd['memory_bound_tok_s']:.0f} tok/s, compute {bd['compute_bound_tok_s']:.0f} "
+              f"tok/s -> roofline {bd['roofline_tok_s']:.0f} tok/s ({bd['bound_by']}-bound)"
+              + (f"; LoRA on vs off (end to end, lopd): {fmt(row['lora_on_vs_off_end_to_end'], '.2f')}x the time"
+                 if "lora_on_vs_off_end_to_end" in row else ""))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    p.add_argument("--prompt-tokens", type=int, default=64)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--reps", type=int, default=3, help="rounds; every variant runs once per batch in each")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--lora-r", type=int, default=16)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+    if args.reps < 1 or args.new_tokens < 2 or min(args.batches) < 1:
+        p.error("--reps >= 1, --new-tokens >= 2 and batches >= 1 are needed")
+    import torch
+
+    started, load_start = time.perf_counter(), load_average()
+    env = setup(args)
+    threads = torch.get_num_threads()
+    bandwidth, flops = read_bandwidth(threads), gemm_flops(env["shape"]["hidden"])
+    check = merge_error(env["policy"], synthetic_prompts(env["tokenizer"], 1, args.prompt_tokens)[0]) \
+        if "lopd, LoRA merged" in args.variants else None
+    calls = bench(args, env)
+    summary = summarise(args, calls, env["shape"], bandwidth, flops)
+    print(f"model {args.model}, {threads} torch threads, {os.cpu_count()} CPUs")
+    print_table(args, summary, env["shape"], bandwidth, flops)
+    if check is not None:
+        print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
+    result = {"model": args.model, "threads": threads, "cpus": os.cpu_count(), "prompt_tokens": args.prompt_tokens,
+              "new_tokens": args.new_tokens, "reps": args.reps, "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
+              "gemm_flops": flops, "merge_max_logit_error": check, "summary": summary,
+              "calls": {str(b): v for b, v in calls.items()},
+              "load_average": {"start": load_start, "end": load_average()},
+              "wall_seconds": time.perf_counter() - started,
+              "command": "python benchmarks/generation.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    print(f"load average {' '.join(map(str, load_start))} -> {' '.join(map(str, result['load_average']['end']))}; "
+          f"{result['wall_seconds']:.0f} s; command: {result['command']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

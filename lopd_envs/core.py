@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 import gymnasium as gym
 
+from lopd_envs.options import check_choice, unknown_options
+from lopd_envs.provenance import Provenance
 from lopd_envs.spaces import AgentAction, ChatMessages
 from lopd_envs.tasks import Score, Task
 from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool, parse_action
@@ -88,16 +90,27 @@ class AgentEnv(gym.Env):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     env_id: ClassVar[str] = ""
     default_max_turns: ClassVar[int] = 64
+    #: which data ``load_tasks`` read (set there; :mod:`lopd_envs.provenance`)
+    provenance: Provenance | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        # Before any suite's __init__ runs (which may probe sandboxes or read data): a misspelt option fails at
+        # once instead of silently becoming a default (e.g. all 17 BFCL categories).
+        unknown_options(cls, kwargs, stop=AgentEnv)
+        return super().__new__(cls)
 
     def __init__(self, category: str | Sequence[str] = "all", data_dir: str | None = None,
                  max_turns: int | None = None, scoring: str = "official", sanitize_tool_names: bool = False,
                  render_mode: str | None = None, **options: Any):
-        if scoring not in SCORING_MODES:
-            raise ValueError(f"scoring must be one of {SCORING_MODES}, got {scoring!r}")
+        unknown_options(type(self), options, stop=AgentEnv)  # reachable only by calling __init__ directly
+        check_choice("scoring", scoring, SCORING_MODES)
+        if max_turns is not None and (type(max_turns) is not int or max_turns < 1):
+            raise ValueError(f"max_turns must be a positive integer, or None for the benchmark's limit; "
+                             f"got {max_turns!r}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.scoring, self.data_dir, self.max_turns = scoring, data_dir, max_turns or self.default_max_turns
-        self.sanitize_tool_names, self.render_mode, self.options = sanitize_tool_names, render_mode, options
+        self.sanitize_tool_names, self.render_mode = sanitize_tool_names, render_mode
         self.tasks: list[Task] = list(self.load_tasks(category, data_dir))
         if not self.tasks:
             raise ValueError(f"{self.env_id}: no tasks for category={category!r}")
@@ -112,7 +125,8 @@ class AgentEnv(gym.Env):
     # -- what a suite provides -------------------------------------------------------------------
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> Iterable[Task]:
         """Called once, by ``__init__`` (after the base options are set). Returns the tasks of the selected
-        categories (:func:`lopd_envs.tasks.select`). Raises a clear error for unknown categories or missing data."""
+        categories (:func:`lopd_envs.tasks.select`) and sets ``self.provenance`` to the files it read. Raises a
+        clear error for unknown categories or missing data (never substitutes other data unasked)."""
         raise NotImplementedError
 
     def new_episode(self, task: Task) -> Episode:

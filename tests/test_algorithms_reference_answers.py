@@ -78,5 +78,5 @@ def test_envscaler_reference_is_the_scripted_solution_of_our_envs_and_none_for_o
 
 
 def test_livecodebench_has_no_reference_answer():
-    env = make("lopd/LiveCodeBench-v0")
+    env = make("lopd/LiveCodeBench-v0", source="bundled")
     assert all(env.unwrapped.reference_answer(t) is None for t in env.unwrapped.tasks)

@@ -126,7 +126,7 @@ def hub(isolated, monkeypatch):
     return calls
 
 
-def test_hub_offline_is_decided_once_per_process_and_env_falls_back_at_once(hub, monkeypatch):
+def test_hub_offline_is_decided_once_per_process_and_env_fails_at_once(hub, monkeypatch):
     import time
 
     import huggingface_hub
@@ -137,10 +137,12 @@ def test_hub_offline_is_decided_once_per_process_and_env_falls_back_at_once(hub,
     from lopd_envs.suites.livecodebench.env import LiveCodeBenchEnv
 
     start = time.monotonic()
-    for _ in range(3):
-        env = LiveCodeBenchEnv()
-        assert env.source == "samples" and len(env.tasks) == 6
+    for _ in range(3):  # no stand-in: the missing release is an error that says how to fetch it
+        with pytest.raises(assets.AssetMissing, match="lopd assets fetch livecodebench.*source='bundled'"):
+            LiveCodeBenchEnv()
     assert time.monotonic() - start < 5 and len(hub) == 1
+    env = LiveCodeBenchEnv(source="bundled")  # lopd's sample problems, by name only
+    assert env.provenance.source == "bundled" and len(env.tasks) == 6
 
 
 def test_hf_hub_offline_is_respected_without_probing(hub, monkeypatch):

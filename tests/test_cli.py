@@ -32,12 +32,14 @@ def test_assets_where_and_unknown_benchmark(capsys):
 
 
 def test_envs_list_says_what_each_env_loads(capsys, monkeypatch):
-    """LiveCodeBench with only its 6 bundled problems says so; MBPP+ names the pre-release it stands in."""
+    """LiveCodeBench without its release files says they are missing (no stand-in); MBPP+ names the
+    pre-release it stands in."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["envs", "list"]) == 0
     out = capsys.readouterr().out
-    lcb = next(line for line in out.splitlines() if line.startswith("lopd/LiveCodeBench-v0"))
-    assert "(6 tasks, bundled samples (6)" in lcb and "data found" not in lcb
+    lines = out.splitlines()
+    lcb = lines.index("lopd/LiveCodeBench-v0")  # offline without its release files: said, never stood in for
+    assert lines[lcb + 1].startswith("  data: MISSING (LiveCodeBench release_v6: release files")
     mbpp = next(line for line in out.splitlines() if line.startswith("lopd/MBPPPlus-v0"))
     assert "MbppPlus-prerelease-767efcc.jsonl.gz (stand-in for MbppPlus-v0.2.0.jsonl.gz)" in mbpp
 
@@ -57,7 +59,7 @@ def test_assets_where_knows_the_mbpp_prerelease_and_livecodebench(capsys, no_cac
     assert main(["assets", "where", "livecodebench"]) == 0
     out = capsys.readouterr().out
     assert "test.jsonl: missing (source: Hugging Face dataset livecodebench/code_generation_lite)" in out
-    assert "test6.jsonl: missing" in out and "the env loads: bundled samples (6" in out
+    assert "test6.jsonl: missing" in out and "the env loads" not in out  # no stand-in is offered
 
 
 def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys, monkeypatch, no_caches):

@@ -141,7 +141,9 @@ def test_offline_without_files_names_the_files_the_hub_and_the_variable(tmp_path
         data.load_dataset("official", "rl")
     text = str(err.value)
     assert "191_env_metadata.json" in text and "LOPD_DATA_DIR" in text and "XXHStudyHard/EnvScaler-191-Env" in text
-    assert data.load_dataset("auto", "rl").origin == "ours"  # auto falls back to lopd's own data
+    with pytest.raises(ValueError, match="source must be one of 'official', 'ours'; got 'auto'"):
+        data.load_dataset("auto", "rl")  # no silent switch to lopd's own data: it is taken by name only
+    assert data.load_dataset("ours", "rl").origin == "ours"
 
 
 def test_ours_is_in_the_official_format_and_up_to_date():

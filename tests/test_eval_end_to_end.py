@@ -20,6 +20,10 @@ from lopd_train.evaluation import EvalConfig, read_records, run_eval
 
 ENVS = ["lopd/BFCLv3-v0", "lopd/ACEBench-v0", "lopd/EnvScaler-v0", "lopd/HumanEvalPlus-v0", "lopd/MBPPPlus-v0",
         "lopd/LiveCodeBench-v0"]
+# lopd's own data only by name (missing official data is an error): EnvScaler's own environments and
+# LiveCodeBench's bundled problems; every results.json says which data each env read
+STAND_INS = ["--env-kwargs", json.dumps({"lopd/EnvScaler-v0": {"source": "ours"},
+                                         "lopd/LiveCodeBench-v0": {"source": "bundled"}})]
 OUTPUTS = ("records.jsonl", "results.json", "results.md", "results.png")
 TIMING = {"batch_seconds"}
 
@@ -36,6 +40,10 @@ def _check_outputs(out: Path, n_per_env: int) -> dict:
     for env_id, res in results["envs"].items():
         assert res["n_records"] == n_per_env, env_id
         assert res["leaderboard"] and res["data_sha256"] and res["scoring"] == "official"
+        assert res["provenance"]["files"] and all(len(f["sha256"]) == 64 for f in res["provenance"]["files"])
+    assert results["envs"]["lopd/EnvScaler-v0"]["provenance"]["source"] == "ours"
+    assert results["envs"]["lopd/LiveCodeBench-v0"]["provenance"]["source"] == "bundled"
+    assert results["envs"]["lopd/BFCLv3-v0"]["provenance"]["version"] == "bfcl-eval==2025.8.6.2"
     assert results["packages"]["torch"] and results["timings"]["total_seconds"] > 0
     records = read_records(out / "records.jsonl")
     assert {r["env"] for r in records} == set(ENVS)
@@ -46,8 +54,8 @@ def _check_outputs(out: Path, n_per_env: int) -> dict:
 
 def test_tiny_model_on_every_env_through_hf(bfcl_data, tmp_path):
     out = tmp_path / "hf"
-    assert cli.eval_main(["--model", "tiny-random", *sum((["--env", e] for e in ENVS), []), "--limit", "1",
-                          "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
+    assert cli.eval_main(["--model", "tiny-random", *sum((["--env", e] for e in ENVS), []), *STAND_INS,
+                          "--limit", "1", "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
     results = _check_outputs(out, 1)
     assert results["model"]["base_sha256"] and results["backend"]["backend"] == "hf"
     code = results["envs"]["lopd/HumanEvalPlus-v0"]
@@ -111,7 +119,7 @@ def test_every_env_through_openai_against_a_fake_server(bfcl_data, tmp_path, mon
     out = tmp_path / "openai"
     with FakeServer() as server:
         assert cli.eval_main(["--model", "served-model", "--backend", "openai", "--base-url", server.url,
-                              "--api-key-env", "FAKE_KEY", *sum((["--env", e] for e in ENVS), []), "--limit", "1",
+                              "--api-key-env", "FAKE_KEY", *sum((["--env", e] for e in ENVS), []), *STAND_INS, "--limit", "1",
                               "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
     results = _check_outputs(out, 1)
     assert results["backend"]["native_tools"] is True and results["model"]["base_sha256"] is None

@@ -22,7 +22,7 @@ SETTINGS = {
     "lopd/EnvScaler-v0": {"source": "ours", "category": "non_conversation"},
     "lopd/HumanEvalPlus-v0": {},
     "lopd/MBPPPlus-v0": {},
-    "lopd/LiveCodeBench-v0": {},
+    "lopd/LiveCodeBench-v0": {"source": "bundled"},
 }
 CODE_ENVS = {"lopd/HumanEvalPlus-v0", "lopd/MBPPPlus-v0", "lopd/LiveCodeBench-v0"}
 

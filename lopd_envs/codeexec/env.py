@@ -10,6 +10,7 @@ import os
 from typing import Any, Sequence
 
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
+from lopd_envs.options import check_choice
 from lopd_envs.sandbox import (BACKENDS, ENV_BACKEND, ISOLATING, Sandbox, SandboxUnavailable, get_sandbox,
                                no_isolation_message)
 from lopd_envs.tools import AssistantTurn
@@ -31,6 +32,8 @@ class CodeEnv(AgentEnv):
     def __init__(self, category: str | Sequence[str] = "all", *, sandbox: str | Sandbox | None = None,
                  allow_unisolated: bool = False, **options: Any):
         self._sandbox_choice, self.allow_unisolated = sandbox, allow_unisolated
+        if isinstance(sandbox, str):
+            check_choice("sandbox", sandbox, ("auto", *BACKENDS))
         if not isinstance(sandbox, Sandbox):
             refusal = isolation_refusal(sandbox, allow_unisolated)
             if refusal:

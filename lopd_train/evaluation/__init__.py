@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from lopd_envs import provenance
 from lopd_train import leaderboards
 from lopd_train.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
                                  sampling_dict)
@@ -120,13 +121,17 @@ def make_backend(cfg: EvalConfig, spec: ModelSpec) -> Backend:
 
 
 def env_kwargs(cfg: EvalConfig, env_id: str) -> dict[str, Any]:
-    """gym.make arguments for one env: the common ones, and ``language`` only where the env takes it."""
+    """gym.make arguments for one env: the common ones, and ``language`` only where the env takes it.
+    ``env_kwargs`` holds arguments for every env and, under an env id, arguments for that env alone
+    (``{"lopd/EnvScaler-v0": {"source": "ours"}}``): envs refuse arguments they do not take."""
     import gymnasium as gym
 
     import lopd_envs
 
     gym.register_envs(lopd_envs)
-    kwargs = dict(cfg.env_kwargs)
+    per_env = {k: v for k, v in cfg.env_kwargs.items() if k in gym.registry}
+    kwargs = {k: v for k, v in cfg.env_kwargs.items() if k not in gym.registry}
+    kwargs.update(per_env.get(env_id) or {})
     cats = [c for c in cfg.category.split(",") if c] or ["all"]
     kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
     if cfg.data_dir:
@@ -238,6 +243,7 @@ def _run_env(cfg, env_id, backend, sampling, writer, done, pool, make_envs) -> d
         unwrapped = envs[0].unwrapped
         return {"kwargs": kwargs, "n_tasks": len(tasks), "data_sha256": data_fingerprint(tasks),
                 "data_origin": getattr(unwrapped, "data_origin", None) or "data found",
+                "provenance": provenance.of(unwrapped) if unwrapped.provenance else None,
                 "scoring": getattr(unwrapped, "scoring", kwargs.get("scoring", "official")),
                 "sandbox": sandbox_of(unwrapped),
                 "seconds": time.time() - t0}

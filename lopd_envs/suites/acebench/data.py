@@ -108,6 +108,12 @@ def tool_function(function: dict[str, Any]) -> dict[str, Any]:
     return {"name": function["name"], "description": function.get("description", ""), "parameters": params}
 
 
+def data_files(category: str | Sequence[str], language: str, data_dir: str | None = None) -> list[Path]:
+    """The question and answer files of the selected categories (what the env's provenance records)."""
+    return [locate(ACEBENCH, f"data_{language}/{sub}data_{name}.json", data_dir)
+            for name in select(category, CATEGORIES, GROUPS) for sub in ("", "possible_answer/")]
+
+
 def load_tasks(category: str | Sequence[str], language: str, data_dir: str | None = None) -> list[Task]:
     tasks = []
     for name in select(category, CATEGORIES, GROUPS):

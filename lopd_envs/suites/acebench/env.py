@@ -6,7 +6,9 @@ import re
 from typing import Any, Callable, Sequence
 
 from lopd_envs.core import AgentEnv, Episode, Task
-from lopd_envs.suites.acebench.data import LANGUAGES, load_tasks
+from lopd_envs.options import check_choice
+from lopd_envs.provenance import Provenance
+from lopd_envs.suites.acebench.data import ACEBENCH_COMMIT, LANGUAGES, data_files, load_tasks
 from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
 from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
 from lopd_envs.tools import ToolCall, render_python_calls
@@ -28,8 +30,7 @@ class ACEBenchEnv(AgentEnv):
 
     def __init__(self, category: str | Sequence[str] = "all", language: str = "en",
                  user: UserSimulator | Sequence[str] | None = None, max_dialog_turns: int = 40, **kwargs: Any):
-        if language not in LANGUAGES:
-            raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+        check_choice("language", language, LANGUAGES)
         self.language = language
         self.user: Callable[[list[dict[str, str]]], str] | None = (
             ScriptedUser(user) if isinstance(user, (list, tuple)) else user)
@@ -37,7 +38,11 @@ class ACEBenchEnv(AgentEnv):
         super().__init__(category=category, **kwargs)
 
     def load_tasks(self, category: str | Sequence[str], data_dir: str | None) -> list[Task]:
-        return load_tasks(category, self.language, data_dir)
+        tasks = load_tasks(category, self.language, data_dir)
+        files = data_files(category, self.language, data_dir)
+        self.provenance = Provenance("ACEBench", "official", f"ACEBench@{ACEBENCH_COMMIT[:7]} data_{self.language}",
+                                     str(files[0].parent), files)
+        return tasks
 
     def new_episode(self, task: Task) -> Episode:
         """Single-turn, multi-step or multi-turn, by the task's category."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lopd_envs.assets import locate
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, error_message
+from lopd_envs.provenance import Provenance
 from lopd_envs.tasks import Task, select
 from lopd_envs.suites.bfcl import data
 from lopd_envs.suites.bfcl.decode import (
@@ -249,9 +251,14 @@ class BFCLv3Env(AgentEnv):
             if any(data.is_multi_turn(n) for n in names):
                 raise ValueError("few_shot is for single-turn categories; the selection includes multi-turn ones")
             self.demonstrations = [self._demonstration(t, data_dir) for t in self.few_shot]
+        files = []
         for name in names:
             source = str(locate(data.BFCL_V3, data.question_file(name), data_dir))
+            files.append(source)
+            if name not in data.NO_ANSWER:
+                files.append(locate(data.BFCL_V3, data.answer_file(name), data_dir))
             yield from (t for t in _category_tasks(name, data_dir, source) if t.task_id not in self.few_shot)
+        self.provenance = Provenance("BFCL-v3", "official", data.BFCL_WHEEL.ref, str(Path(files[0]).parents[1]), files)
 
     def _demonstration(self, task_id: str, data_dir: str | None) -> tuple[list[dict[str, Any]], str, str]:
         """(functions, question, gold calls as text) of a few-shot example task."""

@@ -13,9 +13,9 @@ structures the official runner sees after ``json.load``.
 
 Where the files come from (``source=``): ``"official"``: ``data_dir``, ``$LOPD_DATA_DIR/envscaler/``,
 the lopd cache, then the hub datasets (``XXHStudyHard/EnvScaler-191-Env``, ``-RL-Scenario``,
-``-SFT-Scenario``) when online and ``huggingface_hub`` is installed; ``"ours"``: lopd's own environments
-in the same format (:mod:`.ours`); ``"auto"`` (default): the official files when present locally or on
-the hub, else ours.
+``-SFT-Scenario``) when online; missing, an error that says where to put them (the default);
+``"ours"``: lopd's own environments in the same format (:mod:`.ours`), only when asked for by name, so that
+no result is ever computed on them by accident.
 
 Splits: ``rl`` (all RL scenarios), ``sft`` (no check functions: episodes are not graded), ``eval`` and
 ``train``. The paper's "eval200" is not defined in public code; lopd follows the re-implementations and
@@ -26,18 +26,17 @@ freezes the first :data:`EVAL_SIZE` RL scenarios in file order as ``eval`` (a so
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from lopd_envs import assets, datafile
-
-log = logging.getLogger(__name__)
+from lopd_envs.options import check_choice
 
 BENCHMARK = "envscaler"
 EVAL_SIZE = 200
 SPLITS = ("rl", "sft", "eval", "train")
+SOURCES = ("official", "ours")
 ENV_FILES = ("191_env_metadata.json",)
 SCENARIO_FILES = {"rl": ("rl_scenario_metadata.json", "envscaler_rl_scenario_metadata.json"),
                   "sft": ("sft_scenario_metadata.json",)}
@@ -232,24 +231,17 @@ class Dataset:
     scenarios: list[Scenario]
     origin: str
     eval_ids: tuple[str, ...] | None = None  # from a splits.json, when the source has one
+    files: tuple[Path, ...] = ()  # what was read, for the env's provenance
 
 
-def load_dataset(source: str = "auto", split: str = "rl", data_dir: str | None = None) -> Dataset:
-    """Environments and the scenarios of ``split`` (before the eval/train cut) from ``source``."""
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if source not in ("auto", "official", "ours"):
-        raise ValueError(f"source must be 'auto', 'official' or 'ours', got {source!r}")
+def load_dataset(source: str = "official", split: str = "rl", data_dir: str | None = None) -> Dataset:
+    """Environments and the scenarios of ``split`` (before the eval/train cut) from ``source``: the official
+    files (missing: an error saying where to put or how to fetch them) or, only when asked by name, ours."""
+    check_choice("split", split, SPLITS)
+    check_choice("source", source, SOURCES)
     kind = "sft" if split == "sft" else "rl"
-    if source != "ours":
-        try:
-            env_path, scen_path = locate("env", data_dir), locate(kind, data_dir)
-        except assets.AssetMissing:
-            if source == "official":
-                raise
-            log.info("EnvScaler: official files not found; using lopd's own environments (source='ours')")
-        else:
-            return _read(env_path, scen_path, "official")
+    if source == "official":
+        return _read(locate("env", data_dir), locate(kind, data_dir), "official")
     if kind == "sft":
         raise ValueError("lopd's own EnvScaler data has no SFT split; use split='rl', 'eval' or 'train'")
     env_path, scen_path = ours_paths()
@@ -261,9 +253,11 @@ def _read(env_path: Path, scen_path: Path, origin: str) -> Dataset:
     scenarios = parse_scenarios(read_json(scen_path), str(scen_path))
     splits_path = scen_path.with_name(SPLITS_FILE)
     eval_ids = None
+    files = [env_path, scen_path]
     if splits_path.is_file():
         eval_ids = tuple(str(t) for t in read_json(splits_path).get("eval", []))
-    return Dataset(envs, scenarios, origin, eval_ids)
+        files.append(splits_path)
+    return Dataset(envs, scenarios, origin, eval_ids, tuple(files))
 
 
 def select_scenarios(dataset: Dataset, split: str, env_ids: Iterable[str] | None = None) -> list[Scenario]:

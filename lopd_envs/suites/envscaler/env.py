@@ -7,7 +7,9 @@ from collections import Counter
 from typing import Any, Sequence
 
 from lopd_envs.core import AgentEnv
-from lopd_envs.sandbox import Sandbox
+from lopd_envs.options import check_choice
+from lopd_envs.provenance import Provenance
+from lopd_envs.sandbox import BACKENDS, Sandbox
 from lopd_envs.suites.envscaler import data
 from lopd_envs.suites.envscaler.episode import EnvScalerEpisode
 from lopd_envs.suites.envscaler.isolation import CALL_TIMEOUT, CHECK_TIMEOUT, EnvWorker, resolve_sandbox
@@ -41,7 +43,8 @@ class EnvScalerEnv(AgentEnv):
     ``category``: ``"non_conversation"`` (task shown, the agent's message ends the episode, 30 steps),
     ``"conversation"`` (a simulated user reveals the task, ``###STOP###`` ends it, 40 steps), or ``"all"``
     (each scenario in both modes; conversational task ids end in ``:conv``). ``split``: ``rl`` (default),
-    ``eval``, ``train``, ``sft`` (ungraded). ``source``: ``auto``, ``official``, ``ours`` (see
+    ``eval``, ``train``, ``sft`` (ungraded). ``source``: ``official`` (default; missing files are an error
+    that says how to get them) or ``ours`` (lopd's own environments, by name only; see
     :mod:`lopd_envs.suites.envscaler.data`). ``envs``: environment ids (``env_1`` …) to keep. ``user``: the
     simulated user (a :class:`~lopd_envs.suites.acebench.users.UserSimulator`, or a list of lines for a
     scripted one); default: state the task, then stop. ``sandbox``: the backend for the environment workers
@@ -53,11 +56,15 @@ class EnvScalerEnv(AgentEnv):
     env_id = "lopd/EnvScaler-v0"
     default_max_turns = 40
 
-    def __init__(self, category: str | Sequence[str] = "all", split: str = "rl", source: str = "auto",
+    def __init__(self, category: str | Sequence[str] = "all", split: str = "rl", source: str = "official",
                  envs: Sequence[str] | None = None, user: UserSimulator | Sequence[str] | None = None,
                  sandbox: str | Sandbox | None = None, allow_unisolated: bool = False,
                  call_timeout: float = CALL_TIMEOUT, check_timeout: float = CHECK_TIMEOUT,
                  max_turns: int | None = None, prestart: bool = True, **kwargs: Any):
+        check_choice("split", split, data.SPLITS)
+        check_choice("source", source, data.SOURCES)
+        if isinstance(sandbox, str):
+            check_choice("sandbox", sandbox, ("auto", *BACKENDS))
         self.split, self.source, self.env_filter = split, source, envs
         self.user = list(user) if isinstance(user, (list, tuple)) else user
         self.allow_unisolated = allow_unisolated
@@ -71,6 +78,10 @@ class EnvScalerEnv(AgentEnv):
         modes = select(category, CATEGORIES)
         dataset = data.load_dataset(self.source, self.split, data_dir)
         self.origin = dataset.origin
+        self.provenance = Provenance(
+            "EnvScaler", dataset.origin,
+            ", ".join(data.HUB_DATASETS[k] for k in ("env", "sft" if self.split == "sft" else "rl"))
+            if dataset.origin == "official" else "lopd ours", str(dataset.files[0].parent), dataset.files)
         scenarios = data.select_scenarios(dataset, self.split, self.env_filter)
         tasks = []
         for mode in modes:

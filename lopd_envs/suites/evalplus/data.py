@@ -10,6 +10,7 @@ from pathlib import Path
 
 from lopd_envs import assets
 from lopd_envs.datafile import DataFileError, iter_jsonl
+from lopd_envs.provenance import Provenance
 
 HUMANEVAL_FILE = "HumanEvalPlus-v0.1.10.jsonl.gz"
 MBPP_FILE = "MbppPlus-v0.2.0.jsonl.gz"
@@ -45,6 +46,14 @@ def origin_label(path: Path) -> str:
         return f"data found: {path}"
     stood_for = next((rel for rel, pattern in EVALPLUS.stand_ins.items() if path.match(pattern)), None)
     return f"data found: {path} (stand-in for {stood_for})" if stood_for else f"data found: {path}"
+
+
+def provenance_of(dataset: str, path: Path) -> Provenance:
+    """The release file read, or a pre-release standing in for the release (``source="stand-in"``)."""
+    name = "HumanEval+" if dataset == "humaneval" else "MBPP+"
+    version = path.name.removesuffix(".gz").removesuffix(".jsonl").split("-", 1)[-1]
+    return Provenance(name, "official" if path.name in EVALPLUS.files else "stand-in", version, str(path.parent),
+                      (path,))
 
 
 _problem_cache: dict[str, dict[str, dict]] = {}

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
 from lopd_envs.tasks import Task, select
-from lopd_envs.suites.evalplus.data import dataset_path, load_problems, origin_label
+from lopd_envs.suites.evalplus.data import dataset_path, load_problems, origin_label, provenance_of
 from lopd_envs.suites.evalplus.groundtruth import GroundTruth, groundtruth_for
 from lopd_envs.suites.evalplus.judge import TIMEOUT_PER_TASK, evaluate_task, solution_from_answer
 from lopd_envs.trace import compact
@@ -55,6 +55,7 @@ class EvalPlusEnv(CodeEnv):
         self.path = dataset_path(self.dataset, data_dir, self.version)
         self.problems = load_problems(self.dataset, self.path)
         self.data_origin = origin_label(self.path)
+        self.provenance = provenance_of(self.dataset, self.path)
         cat = "base" if self.base_only else "plus"
         for task_id, problem in self.problems.items():
             yield Task(task_id, cat, INSTRUCTION.format(prompt=problem["prompt"].strip()), [], problem)

@@ -4,8 +4,9 @@ Rows: ``question_title, question_content, platform, question_id, contest_id, con
 difficulty, public_test_cases, private_test_cases, metadata`` (tests and metadata are JSON strings; private
 tests are either JSON or base64 of zlib of a pickled JSON string). Sources, first found: ``path=`` (a jsonl
 file or a folder of ``test*.jsonl``), ``<data dir>/livecodebench/``, the Hugging Face hub
-(``livecodebench/code_generation_lite``) when online, else the few problems of our own bundled in
-``samples.jsonl`` (``source="samples"`` picks them explicitly). ``release_version``
+(``livecodebench/code_generation_lite``) when online, else an error saying how to fetch them. The few
+problems of our own in ``samples.jsonl`` are read only when asked for by name (``source="bundled"``, or its
+older name ``"samples"``), never in place of missing data. ``release_version``
 (``release_v1`` … ``release_v6``, or ``v2``, ``v1_v3`` …) selects the hub files and ``start_date`` /
 ``end_date`` (``YYYY-MM-DD``) filter on ``contest_date``, as LiveCodeBench does.
 

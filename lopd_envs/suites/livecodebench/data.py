@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import logging
 import pickle
 import re
 import threading
@@ -17,8 +16,6 @@ from typing import Any, Iterable
 
 from lopd_envs import assets
 from lopd_envs.datafile import check_unique, read_jsonl
-
-log = logging.getLogger(__name__)
 
 HUB_REPO = "livecodebench/code_generation_lite"
 SAMPLES = Path(__file__).with_name("samples.jsonl")
@@ -81,15 +78,13 @@ def _hub_files() -> dict[str, assets.Source]:
 LIVECODEBENCH = assets.register(assets.Benchmark(
     "livecodebench", "LiveCodeBench (code_generation_lite)", _hub_files(),
     note=f"LiveCodeBench's problems live on the Hugging Face hub ({HUB_REPO}): put its test*.jsonl files in "
-         "<data dir>/livecodebench/, or pass path=...; offline, lopd uses its bundled sample problems.",
-    fallback=f"bundled samples ({sum(1 for line in SAMPLES.open() if line.strip())}, {SAMPLES.name} in lopd), "
-             "not the benchmark"))
+         "<data dir>/livecodebench/, or pass path=...; source='bundled' selects lopd's sample problems instead."))
 
 
 def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[list[Path], str]:
-    """The jsonl files to read and a label of where they came from (``"samples"`` for our bundled ones).
-    Local folders first, then the hub through :mod:`lopd_envs.assets` (which probes it once per process
-    and honours ``HF_HUB_OFFLINE``, so an offline machine falls back at once instead of after retries)."""
+    """The official jsonl files to read and a label of where they came from. Local folders first, then the hub
+    through :mod:`lopd_envs.assets` (which probes it once per process and honours ``HF_HUB_OFFLINE``, so an
+    offline machine fails at once instead of after retries); missing, an error that says how to fetch them."""
     if path:
         p = Path(path)
         files = sorted(p.glob("test*.jsonl")) if p.is_dir() else [p]
@@ -105,8 +100,12 @@ def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[li
     except (assets.AssetMissing, OSError) as exc:
         lines = str(exc).splitlines() or [repr(exc)]
         why = next((line for line in lines if line.startswith("Reason")), lines[0])
-        log.warning("LiveCodeBench: no release files for %s (%s); using the bundled sample problems", version, why)
-        return [SAMPLES], "samples"
+        tried = ", ".join(str(d) for d in assets.candidate_dirs(LIVECODEBENCH.name, data_dir))
+        raise assets.AssetMissing(
+            f"LiveCodeBench {version}: release files {', '.join(wanted)} not found (looked in {tried}) and not "
+            f"downloadable ({why}).\nFetch them on a machine with internet: `lopd assets fetch livecodebench`, or "
+            f"`hf download {HUB_REPO} --repo-type dataset --local-dir $LOPD_DATA_DIR/livecodebench`; or pass "
+            "path=... . source='bundled' runs lopd's 6 sample problems instead (not the benchmark).") from None
     return files, f"hub:{HUB_REPO}"
 
 

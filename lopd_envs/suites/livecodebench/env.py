@@ -7,13 +7,17 @@ from typing import Any, Sequence
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
 from lopd_envs.codeexec.extract import extract_code, syntax_ok
+from lopd_envs.options import check_choice
+from lopd_envs.provenance import Provenance
 from lopd_envs.tasks import Task, select
 from lopd_envs.suites.livecodebench.data import (SAMPLES, find_files, origin_label, parse_date, problem_from_row,
-                                                 read_rows, with_tests)
+                                                 read_rows, release_files, with_tests)
 from lopd_envs.suites.livecodebench.judge import TIMEOUT, evaluate, official_extract
 from lopd_envs.trace import compact
 
 CATEGORIES = ("stdin", "functional")
+SOURCES = ("official", "bundled", "samples")
+DIFFICULTIES = ("easy", "medium", "hard")
 SYSTEM = ("You are an expert Python programmer. You will be given a question (problem specification) and will "
           "generate a correct Python program that matches the specification and passes all tests.")
 FORMAT_STARTER = ("### Format: You will use the following starter code to write the solution to the problem and "
@@ -22,6 +26,16 @@ FORMAT_STDIN = ("### Format: Read the inputs from stdin solve the problem and wr
                 "directly test on the sample inputs). Enclose your code within delimiters as follows. Ensure that "
                 "when the python program runs, it reads the inputs, runs the algorithm and writes output to "
                 "STDOUT.\n```python\n# YOUR CODE HERE\n```\n\n")
+
+
+def _date(name: str, text: str | None) -> datetime | None:
+    """A ``YYYY-MM-DD`` bound, or a ValueError naming the option and the format."""
+    if text is None:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d")
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a date written YYYY-MM-DD, got {text!r}") from None
 
 
 def instruction(problem: dict) -> str:
@@ -59,18 +73,26 @@ class LiveCodeBenchEpisode(CodeAnswerEpisode):
 
 
 class LiveCodeBenchEnv(CodeEnv):
-    """Options beyond :class:`CodeEnv`'s: ``path=``/``source=`` (where rows come from), ``release_version=``,
-    ``start_date=``/``end_date=``, ``difficulty=`` and ``test_timeout=`` (seconds per test)."""
+    """Options beyond :class:`CodeEnv`'s: ``source=`` (``"official"``: the release files from ``path=``, a data
+    folder or the hub, an error saying how to fetch them when absent; ``"bundled"``: lopd's 6 sample problems
+    in LiveCodeBench's format, never the benchmark; ``"samples"`` is its older name), ``release_version=``,
+    ``start_date=``/``end_date=`` (``YYYY-MM-DD``), ``difficulty=`` and ``test_timeout=`` (seconds per test)."""
 
     env_id = "lopd/LiveCodeBench-v0"
 
     def __init__(self, category: str | Sequence[str] = "all", *, path: str | None = None,
-                 source: str | None = None, release_version: str = "release_v6", start_date: str | None = None,
+                 source: str = "official", release_version: str = "release_v6", start_date: str | None = None,
                  end_date: str | None = None, difficulty: str | Sequence[str] | None = None,
                  test_timeout: int = TIMEOUT, **options: Any):
+        check_choice("source", source, SOURCES)
+        release_files(release_version)  # an unknown tag fails here, naming the accepted forms
+        if path and source != "official":
+            raise ValueError(f"path= reads official release files; it cannot be combined with source={source!r}")
         self.path, self.source_choice, self.release_version = path, source, release_version
-        self.start_date, self.end_date = start_date, end_date
+        self.start_date, self.end_date = _date("start_date", start_date), _date("end_date", end_date)
         self.difficulty = [difficulty] if isinstance(difficulty, str) else difficulty
+        for level in self.difficulty or ():
+            check_choice("difficulty", level, DIFFICULTIES)
         self.test_timeout = int(test_timeout)
         super().__init__(category=category, **options)
 
@@ -84,14 +106,17 @@ class LiveCodeBenchEnv(CodeEnv):
 
     def load_tasks(self, category, data_dir):
         kinds = select(category, CATEGORIES)
-        if self.source_choice == "samples":
+        if self.source_choice in ("bundled", "samples"):
             files, self.source = [SAMPLES], "samples"
         else:
             files, self.source = find_files(self.path, data_dir, self.release_version)
-        start = datetime.strptime(self.start_date, "%Y-%m-%d") if self.start_date else None
-        end = datetime.strptime(self.end_date, "%Y-%m-%d") if self.end_date else None
+        start, end = self.start_date, self.end_date
         rows = read_rows(files)
         self.data_origin = origin_label(self.source, len(rows))
+        self.provenance = Provenance(
+            "LiveCodeBench", "bundled" if self.source == "samples" else "official",
+            "lopd samples" if self.source == "samples" else (self.release_version if not self.path else "path="),
+            self.source, files)
         for row in rows:
             problem = problem_from_row(row)
             date = parse_date(problem["contest_date"]) if problem["contest_date"] else None

@@ -9,9 +9,9 @@ Everything else (resetting envs, stepping them, scoring, records) is the evaluat
 * ``vllm``: ``vllm.LLM`` with the same rendered prompt token ids, LoRA adapters through ``LoRARequest``
   (optional extra ``lopd[vllm]``, imported only when chosen);
 * ``openai``: any OpenAI-compatible chat-completions server (vLLM serve, SGLang, llama.cpp server, hosted
-  APIs) over plain HTTP (``requests``), concurrent requests in a thread pool, retries with exponential
-  backoff, a timeout per request; native ``tools=`` where the server takes them, our text tool prompt
-  otherwise (``tool_mode="auto"`` finds out on the first request and remembers).
+  APIs) through the ``openai`` SDK (its retries with exponential backoff and its timeouts), concurrent
+  requests in a thread pool; native ``tools=`` where the server takes them, our text tool prompt otherwise
+  (``tool_mode="auto"``: decided per request, each fallback counted and reported).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from lopd_train import models
 
@@ -62,6 +62,7 @@ class Reply:
     tokens: int = 0
     overflow: bool = False
     error: str | None = None
+    text_fallback: bool = False  # openai ``auto``: the server refused native tools; sent with the text prompt
 
 
 class Backend(Protocol):
@@ -232,20 +233,27 @@ def openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class OpenAIBackend:
-    """An OpenAI-compatible ``/chat/completions`` endpoint. ``tool_mode``: ``native`` (send ``tools=``),
-    ``text`` (our tool prompt in the system message), ``auto`` (native until the server rejects it)."""
+    """An OpenAI-compatible ``/chat/completions`` endpoint through the ``openai`` SDK (its retries with
+    exponential backoff on 408/409/429/5xx and connection errors, its timeouts). ``tool_mode``: ``native``
+    (send ``tools=``), ``text`` (our tool prompt in the system message), ``auto`` (native; a request whose
+    ``tools`` the server refuses with 400/422 is sent again with the text prompt, that request alone).
+    Every such fallback is counted, logged and reported by :meth:`describe` (and flagged on the reply), so a
+    run never switches modes silently."""
 
     name = "openai"
-    RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+    #: statuses with which a server refuses a request's ``tools`` (and nothing else about it)
+    TOOLS_REFUSED = frozenset({400, 422})
     #: Fields every request sets from the run's settings; ``extra_body`` may not replace them, or the
     #: sampling recorded in results.json would no longer be the one the server used.
     OWN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "seed", "tools"})
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8,
-                 timeout: float = 120.0, max_retries: int = 5, backoff: float = 0.5, tool_mode: str = "auto",
-                 sleep: Callable[[float], None] = time.sleep, extra_body: dict[str, Any] | None = None):
-        import requests
-
+                 timeout: float = 120.0, max_retries: int = 5, tool_mode: str = "auto",
+                 extra_body: dict[str, Any] | None = None):
+        try:
+            import openai
+        except ImportError as exc:
+            raise BackendError(f'--backend openai needs the openai SDK: pip install "lopd[eval]" ({exc})') from exc
         if tool_mode not in ("auto", "native", "text"):
             raise BackendError(f"tool_mode must be auto, native or text, not {tool_mode!r}")
         clash = sorted(self.OWN_FIELDS & set(extra_body or {}))
@@ -255,37 +263,41 @@ class OpenAIBackend:
         # plain greedy unless the request says repeat_penalty=1.0)
         self.extra_body = dict(extra_body or {})
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.api_key = model, api_key
-        self.timeout, self.max_retries, self.backoff, self.sleep = timeout, max_retries, backoff, sleep
-        self.tool_mode = tool_mode
-        self.native: bool | None = {"native": True, "text": False}.get(tool_mode)
-        self.session = requests.Session()
+        self.model, self.tool_mode, self.max_retries = model, tool_mode, max_retries
+        # a local server needs no key, but the SDK insists on one: a placeholder (sent as the bearer token)
+        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout,
+                                    max_retries=max_retries)
+        self._openai = openai
         self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
-        self.retries = 0
+        self._lock = threading.Lock()
+        self.counts = {"requests": 0, "retries": 0, "tool_requests": 0, "text_fallbacks": 0}
 
-    # one request, with retries ------------------------------------------------------------------
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        import requests
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for key, n in deltas.items():
+                self.counts[key] += n
 
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self.session.post(self.url, json=body, headers=headers, timeout=self.timeout)
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code == 200:
-                    return resp.json()
-                if resp.status_code not in self.RETRY_STATUS:
-                    raise _HTTPError(resp.status_code, resp.text[:500])
-                last = f"HTTP {resp.status_code}: {resp.text[:200]}"
-            if attempt < self.max_retries:
-                self.retries += 1
-                self.sleep(self.backoff * 2 ** attempt)
-        raise BackendError(f"{self.url}: gave up after {self.max_retries + 1} attempts ({last})")
+    # one request (the SDK retries it) ----------------------------------------------------------------
+    def _create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The response as a dict; raises the SDK's ``APIStatusError`` for a status it does not retry,
+        :class:`BackendError` once its retries are spent."""
+        openai = self._openai
+        own = {k: v for k, v in body.items() if k in self.OWN_FIELDS}
+        self._count(requests=1)
+        try:
+            raw = self.client.chat.completions.with_raw_response.create(**own, extra_body=self.extra_body or None)
+        except openai.APIStatusError as exc:
+            if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
+                self._count(retries=self.max_retries)
+                raise BackendError(f"{self.url}: gave up after {self.max_retries + 1} attempts "
+                                   f"({_status_text(exc)})") from None
+            raise
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:  # after the SDK's retries
+            self._count(retries=self.max_retries)
+            raise BackendError(f"{self.url}: gave up after {self.max_retries + 1} attempts "
+                               f"({type(exc).__name__}: {exc})") from None
+        self._count(retries=int(getattr(raw, "retries_taken", 0) or 0))
+        return raw.parse().model_dump(exclude_unset=True)
 
     def _body(self, conv: Conversation, sampling: Sampling, native: bool) -> dict[str, Any]:
         if native and conv.tools:
@@ -299,41 +311,56 @@ class OpenAIBackend:
                 "temperature": sampling.temperature, "top_p": 1.0, "seed": conv.seed}
         if native and conv.tools:
             body["tools"] = openai_tools(conv.tools)
-        body.update(self.extra_body)
         return body
 
     def _one(self, conv: Conversation, sampling: Sampling) -> Reply:
-        native = self.native if self.native is not None else True
+        native = self.tool_mode != "text" and bool(conv.tools)
+        if native:
+            self._count(tool_requests=1)
         try:
-            data = self._post(self._body(conv, sampling, native and bool(conv.tools)))
-        except _HTTPError as exc:
-            if self.tool_mode == "auto" and native and conv.tools and 400 <= exc.status < 500:
-                log.info("server rejected native tools (%s); using the text tool prompt", exc.status)
-                self.native = False
-                return self._one(conv, sampling)
-            return Reply("", error=f"HTTP {exc.status}: {exc.text}")
+            try:
+                return _reply_from(self._create(self._body(conv, sampling, native)))
+            except self._openai.APIStatusError as exc:
+                if not (native and self.tool_mode == "auto" and exc.status_code in self.TOOLS_REFUSED):
+                    return Reply("", error=_status_text(exc))
+                self._fallback(exc)
+                reply = _reply_from(self._create(self._body(conv, sampling, False)))
+                reply.text_fallback = True
+                return reply
+        except self._openai.APIStatusError as exc:
+            return Reply("", error=_status_text(exc))
         except BackendError as exc:
             return Reply("", error=str(exc))
-        if self.tool_mode == "auto" and conv.tools and self.native is None:
-            self.native = True
-        return _reply_from(data)
+
+    def _fallback(self, exc: Exception) -> None:
+        self._count(text_fallbacks=1)
+        if self.counts["text_fallbacks"] == 1:
+            log.warning("%s refused a request's native tools (%s); that request, and each later one refused "
+                        "the same way, is sent again with the text tool prompt (counted in results.json "
+                        "backend.text_fallbacks; --tool-mode text skips the native attempt)", self.url,
+                        str(exc)[:200])
 
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
         return list(self.pool.map(lambda c: self._one(c, sampling), batch))
 
     def describe(self) -> dict[str, Any]:
+        counts = dict(self.counts)
+        tool_requests, fallbacks = counts["tool_requests"], counts["text_fallbacks"]
+        native = None if not tool_requests else (True if not fallbacks else False if fallbacks == tool_requests
+                                                 else "partly")
         return {"backend": self.name, "url": self.url, "served_model": self.model, "tool_mode": self.tool_mode,
-                "native_tools": self.native, "retries": self.retries, "request_extra": self.extra_body}
+                "native_tools": native, **counts, "request_extra": self.extra_body,
+                "openai_sdk": getattr(self._openai, "__version__", "?")}
 
     def close(self) -> None:
         self.pool.shutdown(wait=True)
-        self.session.close()
+        self.client.close()
 
 
-class _HTTPError(Exception):
-    def __init__(self, status: int, text: str):
-        super().__init__(f"HTTP {status}: {text}")
-        self.status, self.text = status, text
+def _status_text(exc: Any) -> str:
+    """``HTTP <status>: <the server's own message>`` of an SDK status error."""
+    body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
+    return f"HTTP {exc.status_code}: {str(body.get('message') or exc.message)[:500]}"
 
 
 def _reply_from(data: dict[str, Any]) -> Reply:

@@ -13,8 +13,8 @@ Sources (read for the arithmetic; no code taken):
 * ACEBench: GitHub ACEBench/ACEBench at e6db74b, ``model_eval/evaluation_helper.py``, ``generate_result_csv``
   (and ``calculate_unweighted_accuracy``): the arithmetic lives in ``lopd_envs.suites.acebench.summary``
   (the suite owns its quirks); this module only groups records for it.
-* pass@k: the unbiased estimator of Chen et al. 2021 (Codex paper), as evalplus 0.3.1 reports it
-  (``evalplus/eval/__init__.py``, ``estimate_pass_at_k``): per task ``1 - C(n-c, k) / C(n, k)``, averaged over
+* pass@k: the unbiased estimator of Chen et al. 2021 (Codex paper), evalplus 0.3.1's own function
+  (``evalplus.eval.estimate_pass_at_k``, called here): per task ``1 - C(n-c, k) / C(n, k)``, averaged over
   tasks, for k in (1, 10, 100) where every task has at least k samples; the plus score needs base and plus
   to pass.
 * LiveCodeBench: pass@1 per problem (share of passing samples), averaged over the problems of each
@@ -33,23 +33,25 @@ import numpy as np
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one task with ``n`` samples of which ``c`` passed: ``1 - C(n-c,k)/C(n,k)``,
-    computed as a product (no huge binomials). Needs ``n >= k``."""
+    """Unbiased pass@k for one task with ``n`` samples of which ``c`` passed, by evalplus's own estimator
+    (``estimate_pass_at_k``), after checking the counts it assumes valid. Needs ``n >= k``."""
     if not 0 <= c <= n:
         raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
     if k < 1 or n < k:
         raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
-    if n - c < k:
-        return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return float(mean_pass_at_k([(n, c)], (k,))[f"pass@{k}"])
 
 
 def mean_pass_at_k(counts: Sequence[tuple[int, int]], ks: Iterable[int] = (1, 10, 100)) -> dict[str, float]:
-    """``{"pass@k": mean over tasks}`` for each k that every task has enough samples for (as evalplus)."""
+    """``{"pass@k": mean over tasks}`` for each k that every task has enough samples for, as evalplus's
+    ``evaluate`` reports it (its ``estimate_pass_at_k`` per task, then the mean)."""
+    from evalplus.eval import estimate_pass_at_k
+
     if not counts:
         return {}
     fewest = min(n for n, _ in counts)
-    return {f"pass@{k}": float(np.mean([pass_at_k(n, c, k) for n, c in counts])) for k in ks if k <= fewest}
+    samples, correct = [n for n, _ in counts], [c for _, c in counts]
+    return {f"pass@{k}": float(estimate_pass_at_k(samples, correct, k).mean()) for k in ks if k <= fewest}
 
 
 # --------------------------------------------------------------------------------------------- helpers

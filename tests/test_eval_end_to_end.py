@@ -1,5 +1,5 @@
 """lopd-eval end to end: a tiny random model on every env id through ``hf``, the same envs through ``openai``
-against a fake OpenAI-compatible server of this test's own, and kill -9 then --resume."""
+against a fake OpenAI-compatible server (``tests/fake_openai.py``, through the real SDK), and kill -9 then --resume."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from lopd_train import cli
 from lopd_train.evaluation import EvalConfig, read_records, run_eval
+from tests.fake_openai import FakeServer
 
 ENVS = ["lopd/BFCLv3-v0", "lopd/ACEBench-v0", "lopd/EnvScaler-v0", "lopd/HumanEvalPlus-v0", "lopd/MBPPPlus-v0",
         "lopd/LiveCodeBench-v0"]
@@ -66,54 +65,6 @@ def test_tiny_model_on_every_env_through_hf(bfcl_data, tmp_path):
 
 # ----------------------------------------------------------------------------------------------- fake server
 
-class FakeServer:
-    """An OpenAI-compatible /v1/chat/completions: calls the first offered tool natively when ``tools`` are
-    sent, answers text otherwise; ``reject_tools`` makes it refuse ``tools`` with HTTP 400."""
-
-    def __init__(self, reject_tools: bool = False):
-        self.requests: list[dict] = []
-        self.reject_tools = reject_tools
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                if body.get("tools") and server.reject_tools:
-                    return self._send(400, {"error": {"message": "tools are not supported"}})
-                if body.get("tools"):
-                    fn = body["tools"][0]["function"]["name"]
-                    msg = {"role": "assistant", "content": None, "tool_calls": [
-                        {"id": "call_0", "type": "function", "function": {"name": fn, "arguments": "{}"}}]}
-                else:
-                    msg = {"role": "assistant", "content": "```python\nprint(1)\n```"}
-                self._send(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                                 "usage": {"completion_tokens": 5}})
-
-            def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def test_every_env_through_openai_against_a_fake_server(bfcl_data, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_KEY", "sk-test")
     out = tmp_path / "openai"
@@ -134,24 +85,22 @@ def test_every_env_through_openai_against_a_fake_server(bfcl_data, tmp_path, mon
     assert bfcl["messages"][-1]["role"] in ("assistant", "tool")
 
 
-def test_openai_falls_back_to_the_text_tool_prompt_when_tools_are_refused(bfcl_data, tmp_path):
+def test_openai_falls_back_per_request_when_tools_are_refused_and_counts_it(bfcl_data, tmp_path):
     with FakeServer(reject_tools=True) as server:
         results = run_eval(EvalConfig(model="m", backend="openai", base_url=server.url, env=["lopd/BFCLv3-v0"],
                                       category="simple", limit=2, max_new_tokens=8, output=str(tmp_path / "o"),
                                       progress=False))
-    assert results["backend"]["native_tools"] is False
-    # the batch's two concurrent first requests may both offer tools (and the server may log one's retry before
-    # the other's first request); after the refusal no request does: tools go out at most once per episode,
-    # only on an opening request, and never on any other
-    assert server.requests[0]["body"].get("tools")
+    backend = results["backend"]
+    # no global switch: every request with tools is tried natively, and each refusal is sent again, that
+    # request alone, with the text tool prompt; the counts are in results.json and on each record
     offered = [r for r in server.requests if r["body"].get("tools")]
-    assert 1 <= len(offered) <= 2
-    assert all(not any(m["role"] == "assistant" for m in r["body"]["messages"]) for r in offered)
-    assert len(server.requests) > 2
-    system = server.requests[-1]["body"]["messages"][0]
-    assert system["role"] == "system"
+    text = [r for r in server.requests if not r["body"].get("tools")]
+    assert len(offered) == len(text) == backend["tool_requests"] == backend["text_fallbacks"] >= 2
+    assert backend["native_tools"] is False and backend["requests"] == len(server.requests)
+    assert all(r["body"]["messages"][0]["role"] == "system" for r in text)  # the text prompt lists the tools
     records = read_records(tmp_path / "o" / "records.jsonl")
-    assert len(records) == 2 and all(r["scored"] for r in records)
+    assert len(records) == 2 and all(r["scored"] and r["text_fallbacks"] >= 1 for r in records)
+    assert sum(r["text_fallbacks"] for r in records) == backend["text_fallbacks"]
 
 
 def test_a_run_with_records_needs_resume(bfcl_data, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -96,6 +97,19 @@ def test_pass_at_k_hand_computed(n, c, k, expected):
 def test_pass_at_k_is_the_binomial_formula(nck):
     n, c, k = nck
     assert lb.pass_at_k(n, c, k) == pytest.approx(1 - math.comb(n - c, k) / math.comb(n, k), abs=1e-9)
+
+
+def test_pass_at_k_is_evalplus_own_estimator(monkeypatch):
+    import evalplus.eval
+
+    calls = []
+
+    def estimator(samples, correct, k):
+        calls.append((list(samples), list(correct), k))
+        return np.array([0.25, 0.75])
+    monkeypatch.setattr(evalplus.eval, "estimate_pass_at_k", estimator)
+    assert lb.mean_pass_at_k([(5, 1), (5, 4)], ks=(1, 10)) == {"pass@1": 0.5}  # k=10 > 5 samples: left out
+    assert calls == [([5, 5], [1, 4], 1)]
 
 
 def test_pass_at_k_rejects_impossible_counts():

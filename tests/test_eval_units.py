@@ -11,6 +11,7 @@ import pytest
 from lopd_train import backends
 from lopd_train.evaluation.records import RecordWriter, read_records
 from lopd_train.evaluation.spec import folder_sha256, resolve_model
+from tests.fake_openai import TOOL_REFUSAL, FakeServer, completion
 
 
 # ----------------------------------------------------------------------------------------------- records
@@ -75,43 +76,70 @@ def test_folder_hash_changes_with_weights(tmp_path):
 
 # ----------------------------------------------------------------------------------------------- openai
 
-class FakeResponse:
-    def __init__(self, status, body):
-        self.status_code, self._body = status, body
-        self.text = json.dumps(body)
-
-    def json(self):
-        return self._body
+def _ask(backend, tools=()):
+    [reply] = backend.chat([backends.Conversation([{"role": "user", "content": "q"}], list(tools), seed=7)],
+                           backends.Sampling())
+    return reply
 
 
-def test_openai_retries_with_exponential_backoff_then_succeeds():
-    delays = []
-    b = backends.OpenAIBackend("http://x/v1", "m", max_retries=3, backoff=0.5, sleep=delays.append)
-    answers = [FakeResponse(503, {}), FakeResponse(429, {}),
-               FakeResponse(200, {"choices": [{"message": {"content": "hi"}}], "usage": {"completion_tokens": 1}})]
-    b.session.post = lambda *a, **k: answers.pop(0)
-    [reply] = b.chat([backends.Conversation([{"role": "user", "content": "q"}])], backends.Sampling())
-    assert reply.text == "hi" and reply.tokens == 1 and delays == [0.5, 1.0]
-    b.close()
+TEXT = completion({"role": "assistant", "content": "hi"}, tokens=1)
+TOOL = [{"name": "f", "description": "d", "parameters": {"type": "object", "properties": {}}}]
+
+
+def test_openai_retries_through_the_sdk_then_succeeds_and_counts_the_retries():
+    with FakeServer(script=[(503, {}), (429, {}), (200, TEXT)]) as server:
+        b = backends.OpenAIBackend(server.url, "m", max_retries=3)
+        reply = _ask(b)
+        b.close()
+    assert reply.text == "hi" and reply.tokens == 1 and len(server.requests) == 3
+    assert b.describe()["retries"] == 2 and b.describe()["requests"] == 1
 
 
 def test_openai_gives_up_with_an_error_reply_not_a_score():
-    b = backends.OpenAIBackend("http://x/v1", "m", max_retries=1, sleep=lambda s: None)
-    b.session.post = lambda *a, **k: FakeResponse(500, {})
-    [reply] = b.chat([backends.Conversation([{"role": "user", "content": "q"}])], backends.Sampling())
-    assert reply.error and "gave up after 2 attempts" in reply.error
-    b.close()
+    with FakeServer(script=[(500, {})] * 2) as server:
+        b = backends.OpenAIBackend(server.url, "m", max_retries=1)
+        reply = _ask(b)
+        b.close()
+    assert reply.error and "gave up after 2 attempts" in reply.error and len(server.requests) == 2
+
+
+def test_openai_a_refused_request_is_an_error_unless_it_is_a_tools_refusal_in_auto_mode():
+    with FakeServer(script=[(401, {"error": {"message": "bad key"}})]) as server:
+        b = backends.OpenAIBackend(server.url, "m", tool_mode="auto")
+        reply = _ask(b, TOOL)
+        b.close()
+    assert reply.error == "HTTP 401: bad key" and len(server.requests) == 1  # not retried, no fallback
+    with FakeServer(reject_tools=True) as server:
+        b = backends.OpenAIBackend(server.url, "m", tool_mode="native")
+        reply = _ask(b, TOOL)
+        b.close()
+    assert reply.error.startswith("HTTP 400") and b.describe()["text_fallbacks"] == 0
+
+
+def test_openai_auto_mode_falls_back_per_request_and_reports_it(caplog):
+    # the server takes tools on some requests only: each refused one is retried with the text prompt, the
+    # others stay native, and describe() says "partly"
+    with FakeServer(script=[(400, TOOL_REFUSAL)]) as server:
+        b = backends.OpenAIBackend(server.url, "m", tool_mode="auto", concurrency=1)
+        first, second = _ask(b, TOOL), _ask(b, TOOL)
+        b.close()
+    assert first.text_fallback and not first.tool_calls and "tools" not in server.requests[1]["body"]
+    assert not second.text_fallback and second.tool_calls[0]["name"] == "f"
+    assert server.requests[2]["body"]["tools"]  # no global switch after the refusal
+    described = b.describe()
+    assert described["text_fallbacks"] == 1 and described["tool_requests"] == 2 and described["native_tools"] == "partly"
+    assert any("refused a request's native tools" in r.message and r.levelname == "WARNING" for r in caplog.records)
 
 
 def test_openai_request_extra_reaches_the_body_but_cannot_replace_the_runs_own_fields():
-    sent = []
-    b = backends.OpenAIBackend("http://x/v1", "m", extra_body={"repeat_penalty": 1.0, "top_k": 1})
-    b.session.post = lambda url, json, **k: (sent.append(json), FakeResponse(
-        200, {"choices": [{"message": {"content": "hi"}}]}))[1]
-    b.chat([backends.Conversation([{"role": "user", "content": "q"}], seed=7)], backends.Sampling())
-    assert sent[0]["repeat_penalty"] == 1.0 and sent[0]["top_k"] == 1 and sent[0]["temperature"] == 0.0
-    assert sent[0]["seed"] == 7 and b.describe()["request_extra"] == {"repeat_penalty": 1.0, "top_k": 1}
-    b.close()
+    with FakeServer(script=[(200, TEXT)]) as server:
+        b = backends.OpenAIBackend(server.url, "m", api_key="sk-x", extra_body={"repeat_penalty": 1.0, "top_k": 1})
+        _ask(b)
+        b.close()
+    sent = server.requests[0]
+    assert sent["body"]["repeat_penalty"] == 1.0 and sent["body"]["top_k"] == 1 and sent["body"]["temperature"] == 0.0
+    assert sent["body"]["seed"] == 7 and sent["auth"] == "Bearer sk-x"
+    assert b.describe()["request_extra"] == {"repeat_penalty": 1.0, "top_k": 1}
     with pytest.raises(backends.BackendError, match=r"\['seed', 'temperature'\]"):
         backends.OpenAIBackend("http://x/v1", "m", extra_body={"temperature": 1.0, "seed": 3, "x": 1})
 

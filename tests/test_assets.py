@@ -82,6 +82,37 @@ def test_wheel_source_extracts_only_wanted_members_after_checksum(isolated, monk
     assert not (path.parents[1] / "other.txt").exists()
 
 
+@pytest.fixture
+def file_server(tmp_path):
+    """Serves ``tmp_path/served`` over HTTP on a local port."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_url_source_downloads_with_pooch_into_the_cache_after_its_checksum(isolated, file_server):
+    root, url = file_server
+    (root / "d.json").write_text('{"a": 1}')
+    digest = hashlib.sha256(b'{"a": 1}').hexdigest()
+    good = Benchmark("demo", "Demo", {"sub/d.json": Source("url", f"{url}/d.json", digest)})
+    assert assets.locate(good, "sub/d.json") == isolated / "cache" / "demo" / "sub" / "d.json"
+    assert (isolated / "cache" / "demo" / "sub" / "d.json").read_text() == '{"a": 1}'
+    bad = Benchmark("demo2", "Demo", {"d.json": Source("url", f"{url}/d.json", "0" * 64)})
+    with pytest.raises(AssetMissing, match="checksum mismatch for d.json"):
+        assets.locate(bad, "d.json")
+    assert not (isolated / "cache" / "demo2" / "d.json").exists()  # nothing unverified is kept
+
+
 def test_checksum_mismatch_is_refused(isolated):
     f = _put(isolated / "x.bin", "content")
     with pytest.raises(AssetMissing, match="checksum mismatch"):

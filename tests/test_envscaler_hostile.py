@@ -123,7 +123,8 @@ CHECKS = [
     "def check_func(final_state):\n    while True:\n        pass",                       # hangs
 ]
 KILLER = ["def check_func(final_state):\n    return True",
-          "def check_func(final_state):\n    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return True",
+          "def check_func(final_state):\n    import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n"
+          "    os.kill(os.getppid(), signal.SIGSTOP)\n    os.killpg(0, signal.SIGKILL)\n    return False",
           "def check_func(final_state):\n    return True"]
 
 
@@ -212,12 +213,14 @@ def test_hostile_checks_cannot_pass_each_other_or_themselves(data_dir):
     assert "timed out" in checks[5]["error"]
 
 
-def test_a_check_that_kills_its_worker_fails_every_check(data_dir):
+def test_a_check_that_tries_to_kill_or_stop_its_worker_fails_only_itself(data_dir):
+    """The worker is its sandbox's init: a check's SIGKILL/SIGSTOP to it (or to its process group) is dropped,
+    so the checks after it still run (issue 24, item 3; this test used to expect every check failed)."""
     env = make(data_dir)
     env.reset(options={"task_id": "h-killer"})
     _, reward, terminated, _, info = env.step("Task Completed")
-    assert terminated and reward == 0.0
-    assert all(not c["passed"] for c in info["score"]["checks"])
+    assert terminated and reward == round(2 / 3, 4)
+    assert [c["passed"] for c in info["score"]["checks"]] == [True, False, True]
 
 
 def test_frames_forged_on_the_channel_are_rejected(data_dir):

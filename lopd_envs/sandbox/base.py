@@ -38,7 +38,7 @@ GiB = 1 << 30
 #: the init only reaps and exits with the program's status (128 + signal when killed), so the program is an
 #: ordinary process (an init ignores signals it has no handler for, even SIGKILL from inside) and the outer
 #: bwrap waits for a real exit (see bubblewrap.py).
-BOOTSTRAP = r"""
+_LIMITS = r"""
 import resource as _r, sys as _s
 for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC, _r.RLIMIT_STACK, _r.RLIMIT_NOFILE,
                    _r.RLIMIT_CORE), [int(_x) for _x in _s.argv[1:7]] + [0]):
@@ -47,6 +47,8 @@ for _k, _v in zip((_r.RLIMIT_AS, _r.RLIMIT_CPU, _r.RLIMIT_FSIZE, _r.RLIMIT_NPROC
             _r.setrlimit(_k, (_v, _v))
         except (ValueError, OSError):
             _r.setrlimit(_k, (min(_v, _r.getrlimit(_k)[1]), _r.getrlimit(_k)[1]))
+"""
+_INIT_FORKS = r"""
 import posix as _o  # not os: already loaded, where importing os costs ~5 ms of a run that may not need it
 if _o.getpid() == 1:  # init of a PID namespace (bwrap --as-pid-1): reap, and run the program as a child
     _c = _o.fork()
@@ -58,6 +60,8 @@ if _o.getpid() == 1:  # init of a PID namespace (bwrap --as-pid-1): reap, and ru
             if _w == _c:
                 _o._exit(_o.WEXITSTATUS(_st) if _o.WIFEXITED(_st) else 128 + _o.WTERMSIG(_st))
 del _o
+"""
+_RUN = r"""
 _p = _s.argv[7]
 _s.argv = [_p] + _s.argv[8:]
 with open(_p, "rb") as _f:
@@ -65,6 +69,10 @@ with open(_p, "rb") as _f:
 del _r, _k, _v, _f
 exec(_c, {"__name__": "__main__", "__file__": _p, "__builtins__": __builtins__})
 """
+BOOTSTRAP = _LIMITS + _INIT_FORKS + _RUN
+#: :data:`BOOTSTRAP` for a program that is meant to be the init of its PID namespace (a session worker that
+#: must outlive what it starts: see :mod:`.session`): the same limits, no fork.
+INIT_BOOTSTRAP = _LIMITS + _RUN
 
 #: A warm spare's bootstrap (see :mod:`.spares`): :data:`BOOTSTRAP`, preceded by a wait for its arguments,
 #: which the host sends as the first bytes of stdin once the spare is given a run (a 4-byte big-endian length,

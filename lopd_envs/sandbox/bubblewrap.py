@@ -57,7 +57,7 @@ import subprocess
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter, seccomp
-from lopd_envs.sandbox.base import BOOTSTRAP, SPARE_BOOTSTRAP, UIDS, Limits, RunResult, as_root, scrubbed_env
+from lopd_envs.sandbox.base import BOOTSTRAP, INIT_BOOTSTRAP, SPARE_BOOTSTRAP, UIDS, Limits, RunResult, as_root, scrubbed_env
 from lopd_envs.sandbox.spares import MAX_AGE, Command, SpareSandbox
 
 WORKDIR = "/sandbox"
@@ -78,14 +78,19 @@ class BubblewrapSandbox(SpareSandbox):
         self.extra_ro_binds = dict(extra_ro_binds or {})
 
     def argv(self, wd: Path, limits: Limits, seccomp_fd: int | None = None, as_pid_1: bool = False,
-             spare: bool = False) -> list[str]:
+             spare: bool = False, program_is_init: bool = False) -> list[str]:
         """The full bwrap command line for one run (public so tests can show what is isolated).
         ``seccomp_fd``: an inherited fd holding the filter of :mod:`.seccomp` (one per run).
         ``as_pid_1``: no bwrap reaper in the PID namespace; our own init is (see :data:`INIT`). bwrap's
         reaper hands its exit status to the outer bwrap through an eventfd, and the outer one exits without
         waiting for it, leaving a ``[bwrap] <defunct>`` for the host's PID 1 on every run; with our init
         the outer bwrap waits for a real exit. ``spare``: the bootstrap waits for its arguments on stdin
-        (:data:`~lopd_envs.sandbox.base.SPARE_BOOTSTRAP`, see :meth:`bootstrap_args`)."""
+        (:data:`~lopd_envs.sandbox.base.SPARE_BOOTSTRAP`, see :meth:`bootstrap_args`). ``program_is_init``:
+        the program itself is the PID namespace's init (implies ``as_pid_1``; no dash, no fork): nothing it
+        starts can signal it (an init drops the signals it has no handler for when they come from inside its
+        namespace, SIGKILL and SIGSTOP included), and once it dies everything inside does. It must reap its
+        own children. A session worker that runs untrusted checks as children uses it (see :mod:`.session`)."""
+        as_pid_1 = as_pid_1 or program_is_init
         cmd = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "65534", "--gid", "65534",
                *(["--as-pid-1"] if as_pid_1 else []), "--die-with-parent", "--new-session", "--hostname", "sandbox",
                "--cap-drop", "ALL"]
@@ -95,7 +100,7 @@ class BubblewrapSandbox(SpareSandbox):
             cmd += ["--ro-bind", path, path]
         for src, dest in self.extra_ro_binds.items():
             cmd += ["--ro-bind", src, dest]
-        shell = init_shell(self.python) if as_pid_1 else None
+        shell = init_shell(self.python) if as_pid_1 and not program_is_init else None
         if shell is not None:
             cmd += ["--ro-bind", shell, shell]
         tmpfs = str(max(limits.file_size, 1 << 20))
@@ -108,7 +113,7 @@ class BubblewrapSandbox(SpareSandbox):
         if seccomp_fd is not None:
             cmd += ["--seccomp", str(seccomp_fd)]
         cmd += ["--", *([shell, "-c", INIT, "init"] if shell is not None else []), self.python.executable, "-I",
-                "-S", "-c", SPARE_BOOTSTRAP if spare else BOOTSTRAP,
+                "-S", "-c", SPARE_BOOTSTRAP if spare else INIT_BOOTSTRAP if program_is_init else BOOTSTRAP,
                 *([] if spare else self.bootstrap_args(wd, limits))]
         return cmd
 

@@ -221,9 +221,9 @@ class Cgroup:
         except (OSError, ValueError):
             return []
 
-    def kill(self, spare: int | None = None, patience: float = 2.0) -> bool:
+    def kill(self, spare: int | None = None, patience: float = 2.0, seen: set[int] | None = None) -> bool:
         """SIGKILL every process in the cgroup except ``spare`` until none is left; True when empty."""
-        return kill_until_gone(self.pids, spare, patience)
+        return kill_until_gone(self.pids, spare, patience, seen)
 
     def oom_killed(self) -> bool:
         """Whether the kernel killed a process of this cgroup for memory."""
@@ -325,15 +325,19 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kill_until_gone(pids: Callable[[], list[int]], spare: int | None = None, patience: float = 2.0) -> bool:
+def kill_until_gone(pids: Callable[[], list[int]], spare: int | None = None, patience: float = 2.0,
+                    seen: set[int] | None = None) -> bool:
     """SIGKILL what ``pids()`` lists (but ``spare``, and never this process) until it lists nothing else;
-    False after ``patience`` seconds (a fork racing the kill is caught by the next pass)."""
+    False after ``patience`` seconds (a fork racing the kill is caught by the next pass). Every pid killed
+    is added to ``seen`` when given (the caller may have to reap some of them, see :func:`.runner.stop`)."""
     stop = time.monotonic() + patience
     own = os.getpid()
     while True:
         left = [p for p in pids() if p != spare and p != own]
         if not left:
             return True
+        if seen is not None:
+            seen.update(left)
         if time.monotonic() > stop:
             return False
         for pid in left:

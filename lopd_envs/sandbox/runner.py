@@ -17,6 +17,8 @@ not.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import selectors
 import signal
@@ -231,10 +233,11 @@ def stop(proc: subprocess.Popen, group: cgroup.Cgroup | None, uid: int | None, m
     """Kill what is left of a run and reap it; returns its exit status. On return no process of the run
     exists any more (checked through its cgroup, else its private uid), so its uid slot may be reused."""
     spare = proc.pid if monitor else None
+    seen: set[int] | None = set() if orphans_come_here() else None
     if group is not None:
-        group.kill(spare)
+        group.kill(spare, seen=seen)
     elif uid is not None:
-        kill_uid(uid, spare)
+        kill_uid(uid, spare, seen=seen)
     if proc.poll() is None and spare is not None:
         try:  # the monitor exits by itself once its child is gone (and reaps it: no orphan zombie)
             proc.wait(timeout=grace)
@@ -248,12 +251,92 @@ def stop(proc: subprocess.Popen, group: cgroup.Cgroup | None, uid: int | None, m
             pass
         proc.wait()
     if group is not None:
-        group.kill()  # stragglers (the process backend's daemons); bubblewrap's namespace left none
+        group.kill(seen=seen)  # stragglers (the process backend's daemons); bubblewrap's namespace left none
     elif uid is not None:
-        kill_uid(uid)
+        kill_uid(uid, seen=seen)
     else:
         _kill_group(proc)
+    if seen is not None:
+        reap_orphans(seen - {proc.pid}, uid)
     return proc.returncode
+
+
+PR_GET_CHILD_SUBREAPER = 37
+
+
+def orphans_come_here() -> bool:
+    """Whether orphaned processes are handed to this process (it is PID 1, or a child subreaper, as under
+    many process supervisors and container inits) rather than to an init that reaps them. Then a run's
+    processes whose parent died first (bubblewrap's intermediate process, our init) become our zombies,
+    and nobody else will reap them. Asked each time: a host may become a subreaper at any point."""
+    if os.getpid() == 1:
+        return True
+    try:
+        libc = _libc()
+        flag = ctypes.c_int(0)
+        return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0
+    except (OSError, AttributeError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def reap_orphans(pids: set[int], uid: int | None = None, patience: float = 0.5) -> None:
+    """Reap the processes of a stopped run that were handed to us: those of ``pids`` (the run's processes,
+    all killed; for up to ``patience`` seconds the kernel may still be handing over the children of a
+    parent that is exiting) and, with ``uid`` (the run's private slot uid), any zombie child of ours owned
+    by it (one that had exited before the kill, whose parent was then killed before reaping it). Never
+    ``waitpid(-1)``: other children of the host belong to other code."""
+    pending = set(pids)
+    if uid is not None:
+        pending.update(_zombie_children(uid))
+    stop = time.monotonic() + patience
+    while pending:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    pending.discard(pid)
+                continue
+            except ChildProcessError:  # not (or not yet) ours
+                pass
+            if not _exiting_elsewhere(pid):
+                pending.discard(pid)
+        if not pending or time.monotonic() > stop:
+            return
+        time.sleep(0.001)
+
+
+def _zombie_children(uid: int) -> list[int]:
+    """Zombies whose parent is this process and whose real uid is ``uid``."""
+    own, found, want = str(os.getpid()).encode(), [], f"Uid:\t{uid}\t".encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state, parent = f.read().rsplit(b")", 1)[1].split()[:2]
+            if state != b"Z" or parent != own:
+                continue
+            with open(f"/proc/{name}/status", "rb") as f:
+                if want in f.read(1024):
+                    found.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _exiting_elsewhere(pid: int) -> bool:
+    """Whether ``pid`` is a zombie whose parent is not us: its parent may still be exiting, and then it will
+    be handed to us. Gone, alive (a reused pid) or unreadable: nothing to wait for."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[:1]
+    except (OSError, IndexError):
+        return False
+    return state == [b"Z"]
 
 
 def uid_pids(uid: int) -> list[int]:
@@ -271,9 +354,9 @@ def uid_pids(uid: int) -> list[int]:
     return pids
 
 
-def kill_uid(uid: int, spare: int | None = None, patience: float = 2.0) -> bool:
+def kill_uid(uid: int, spare: int | None = None, patience: float = 2.0, seen: set[int] | None = None) -> bool:
     """SIGKILL every process of ``uid`` except ``spare`` until none is left (no cgroup: the fallback)."""
-    return cgroup.kill_until_gone(lambda: uid_pids(uid), spare, patience)
+    return cgroup.kill_until_gone(lambda: uid_pids(uid), spare, patience, seen)
 
 
 def _feed(pipe, data: bytes, close: bool = True) -> None:

@@ -10,10 +10,18 @@ usual bootstrap and rlimits) and speaks length-prefixed frames on its stdin/stdo
 
 Everything that protects the host is enforced *here*, in the host process, never by the sandboxed side:
 
-* every request has a wall-clock deadline; when it passes the worker's process group is killed and
-  reaped (a program that ignores signals, switches off its timers or spins in C cannot outlive it);
+* every request has a wall-clock deadline that bounds each write of the request and each read of the
+  reply (a worker that stops reading cannot block the host on a full pipe); when it passes, the worker
+  is killed and reaped (a program that ignores signals, switches off its timers or spins in C cannot
+  outlive it), and nothing after the deadline costs more than linear time in the reply's size;
 * a reply's length header is checked against ``max_reply`` before a byte of the body is read, and the
-  body's nesting depth is counted before it is parsed (:func:`nesting_depth`);
+  body's nesting depth is counted, in linear time, before it is parsed (:func:`nesting_depth`);
+* the worker is started as a one-shot run is (:func:`.runner.launch`): inside its own cgroup where the
+  host allows it, so ``limits.memory`` caps the whole sandbox (every process it forks, tmpfs pages and
+  all), not each process; it is stopped as one is (:func:`.runner.stop`), inside first, so no
+  ``bwrap`` is left a zombie, even for a host that is a child subreaper;
+* under bubblewrap the program is its PID namespace's init (``program_is_init``): what it starts
+  (EnvScaler's check functions) can neither kill nor stop it;
 * each request carries a fresh random id that the reply must echo, so frames written ahead of time by
   code inside the sandbox cannot pass for the answer to a later request;
 * the program's stderr is drained continuously and only its tail is kept (it cannot block or flood us);
@@ -35,7 +43,6 @@ import os
 import re
 import secrets
 import selectors
-import signal
 import struct
 import subprocess
 import threading
@@ -45,9 +52,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Mapping
 
-from lopd_envs.sandbox import seccomp
-from lopd_envs.sandbox.base import (SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, as_user,
-                                    scrubbed_env, workdir)
+from lopd_envs.sandbox import runner, seccomp
+from lopd_envs.sandbox.base import SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, scrubbed_env, workdir
 
 HEADER = struct.Struct(">I")
 MAX_REPLY = 4 * MiB
@@ -117,35 +123,63 @@ def encode_frame(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+#: A JSON string, from its opening quote to its closing one or, unterminated, to the end of the text. It
+#: never fails once started (a failed match would be retried from every later quote: quadratic), and
+#: possessive runs leave nothing to backtrack into, so removing every string costs one linear pass.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.S)
+_OPENERS, _CLOSERS = b"[{", b"]}"
+_BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
-def nesting_depth(body: bytes) -> int:
+def nesting_depth(body: bytes, limit: int | None = None) -> int:
     """The deepest ``[``/``{`` nesting of a JSON text, counted with string contents removed, so that a
-    reply nested deeper than the budget is refused without ever reaching the recursive parser."""
-    skeleton = _JSON_STRING.sub(b"", body)
-    depth = deepest = 0
-    for char in skeleton.translate(None, b'\t\n\r :,0123456789-+.eEtrufalsn'):
-        if char in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in (0x5D, 0x7D):  # ] }
-            depth -= 1
-    return deepest
+    reply nested deeper than the budget is refused without ever reaching the recursive parser. Linear in
+    ``len(body)`` whatever the text (a worker's reply is hostile input): strings go in one regex pass, the
+    rest is reduced to its brackets, and innermost ``[]`` pairs are removed one level per pass (each
+    ``bytes.replace``, at C speed). With ``limit``, it stops once the depth is known to be over it (and
+    returns ``limit + 1``); a text whose brackets do not balance counts as over any limit."""
+    skeleton = _JSON_STRING.sub(b"", body).translate(_BRACKETS_ONLY, _NOT_BRACKETS)
+    depth = 0
+    while skeleton:
+        if limit is not None and depth >= limit:
+            return limit + 1
+        shorter = skeleton.replace(b"[]", b"")
+        if len(shorter) == len(skeleton):  # unbalanced: no innermost pair left to remove
+            return depth + 1 if limit is None else max(depth + 1, limit + 1)
+        skeleton, depth = shorter, depth + 1
+    return depth
 
 
 def _launch(sandbox: Sandbox, wd: Path, limits: Limits,
-            uid: int | None) -> tuple[list[str], dict, str | None, tuple[int, ...]]:
-    """``(argv, env, cwd, pass_fds)`` for running ``wd/main.py`` under ``sandbox``, from the backend's own
-    argv. Bubblewrap sessions get the same seccomp filter as one-shot runs (memfd, SysV IPC, sockets ...);
-    the caller closes ``pass_fds`` once the program has started."""
+            uid: int | None) -> tuple[list[str], dict | None, str | None, tuple[int, ...], bool]:
+    """``(argv, env, cwd, pass_fds, monitor)`` for running ``wd/main.py`` under ``sandbox``, from the
+    backend's own argv. Bubblewrap sessions get the same seccomp filter as one-shot runs (memfd, SysV IPC,
+    sockets ...) and run the program as their PID namespace's init; :func:`.runner.launch` closes
+    ``pass_fds`` once the program has started."""
     if sandbox.name == "bubblewrap":
         fd = seccomp.filter_fd()
-        return sandbox.argv(wd, limits, fd), {}, None, () if fd is None else (fd,)  # type: ignore[attr-defined]
+        argv = sandbox.argv(wd, limits, fd, program_is_init=True)  # type: ignore[attr-defined]
+        return argv, {}, None, () if fd is None else (fd,), True
     if sandbox.name == "process":
-        return sandbox.argv(wd, limits, uid), scrubbed_env(str(wd)), str(wd), ()  # type: ignore[attr-defined]
+        return sandbox.argv(wd, limits, uid), scrubbed_env(str(wd)), str(wd), (), False  # type: ignore[attr-defined]
     raise SandboxUnavailable(f"the {sandbox.name} backend cannot host a persistent session "
                              "(use bubblewrap, or the process backend with allow_unisolated=True)")
+
+
+def _shutdown(run: runner.Started, uid: int | None, folder: workdir) -> None:
+    """Kill and reap everything the session started (inside first, see :func:`.runner.stop`), then give back
+    its cgroup, uid and folder. The finalizer of a session: it must not hold the session itself. Without a
+    cgroup or a private uid nothing inside can be killed first; bubblewrap's ``--die-with-parent`` then
+    takes the inside down with its monitor, which is killed at once rather than waited for."""
+    try:
+        runner.stop(run.proc, run.group, run.uid, run.monitor and (run.group is not None or run.uid is not None))
+    finally:
+        if run.group is not None:
+            run.group.remove()
+        if uid is not None:
+            SESSION_UIDS.release(uid)
+        folder.__exit__(None, None, None)
 
 
 _live: "weakref.WeakSet[SandboxSession]" = weakref.WeakSet()
@@ -178,24 +212,25 @@ class SandboxSession:
         wd = self._workdir.__enter__()
         self._uid = SESSION_UIDS.acquire() if as_root() else None
         try:
-            argv, env, cwd, fds = _launch(sandbox, wd, self.limits, self._uid)
-            argv, ids = as_user(argv, self._uid)
-            try:
-                self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
-                                             close_fds=True, pass_fds=fds, bufsize=0, **ids)
-            finally:
-                for fd in fds:
-                    os.close(fd)
+            argv, env, cwd, fds, monitor = _launch(sandbox, wd, self.limits, self._uid)
+            self._run = runner.launch(argv, self.limits, env=env, cwd=cwd, uid=self._uid, monitor=monitor,
+                                      pass_fds=fds)
         except BaseException:
-            self._release()
+            if self._uid is not None:
+                SESSION_UIDS.release(self._uid)
+            self._workdir.__exit__(None, None, None)
             raise
+        self.proc = self._run.proc
+        self._finalizer = weakref.finalize(self, _shutdown, self._run, self._uid, self._workdir)
+        self._in = self.proc.stdin.fileno()
+        os.set_blocking(self._in, False)  # writes wait in the selector, up to the request's deadline
         self._buffer = bytearray()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout.fileno(), selectors.EVENT_READ)
+        self._writable = selectors.DefaultSelector()
+        self._writable.register(self._in, selectors.EVENT_WRITE)
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
         self._drain.start()
-        self._finalizer = weakref.finalize(self, SandboxSession._reap, self.proc)
         _live.add(self)
 
     # -- the channel ---------------------------------------------------------------------------------
@@ -208,19 +243,14 @@ class SandboxSession:
             raise SessionCrashed("the session is closed")
         deadline = time.monotonic() + timeout
         request_id = secrets.token_hex(16)
+        payload = json.dumps({**message, "_id": request_id}, ensure_ascii=False).encode("utf-8")
         try:
-            payload = json.dumps({**message, "_id": request_id}, ensure_ascii=False).encode("utf-8")
-            self.proc.stdin.write(encode_frame(payload))
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError) as exc:
-            self.close()
-            raise SessionCrashed(f"the worker is gone ({exc}){self._tail()}") from None
-        try:
+            self._write_all(encode_frame(payload), deadline, timeout)
             (length,) = HEADER.unpack(self._read_exact(HEADER.size, deadline, timeout))
             if length > self.max_reply:
                 raise ReplyRejected(f"reply of {length} bytes is over the {self.max_reply}-byte budget")
             body = self._read_exact(length, deadline, timeout)
-            if nesting_depth(body) > self.max_depth:
+            if nesting_depth(body, self.max_depth) > self.max_depth:
                 raise ReplyRejected(f"reply nested deeper than {self.max_depth} levels")
             try:
                 reply = json.loads(body)
@@ -232,6 +262,23 @@ class SandboxSession:
         except SessionError:
             self.close()
             raise
+
+    def _write_all(self, data: bytes, deadline: float, timeout: float) -> None:
+        """Write ``data`` to the worker's stdin (non-blocking) as it makes room, until ``deadline``: a worker
+        busy in its environment's code, or one that never reads again, cannot hold the host past it."""
+        view, sent = memoryview(data), 0
+        while sent < len(data):
+            try:
+                sent += os.write(self._in, view[sent:])
+                continue
+            except BlockingIOError:
+                pass
+            except (BrokenPipeError, OSError, ValueError) as exc:
+                raise SessionCrashed(f"the worker is gone ({exc}){self._tail()}") from None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SessionTimeout(f"the worker did not take the request within {timeout:g} s; it was killed")
+            self._writable.select(timeout=remaining)
 
     def _read_exact(self, n: int, deadline: float, timeout: float) -> bytes:
         """``n`` bytes of the reply, read in large chunks (a header and its body usually arrive together)."""
@@ -260,19 +307,20 @@ class SandboxSession:
         return b"".join(self._stderr).decode("utf-8", "replace")
 
     def close(self) -> None:
-        """Kill the worker's process group, reap it, release its uid and folder. Idempotent."""
+        """Kill the worker and everything it started, reap them, release its cgroup, uid and folder.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         self._finalizer()
         self._selector.close()
+        self._writable.close()
         self._drain.join(timeout=1.0)
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 stream.close()
             except OSError:
                 pass
-        self._release()
         _live.discard(self)
 
     def __enter__(self) -> "SandboxSession":
@@ -280,27 +328,6 @@ class SandboxSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @staticmethod
-    def _reap(proc: subprocess.Popen) -> None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-
-    def _release(self) -> None:
-        if self._uid is not None:
-            SESSION_UIDS.release(self._uid)
-            self._uid = None
-        self._workdir.__exit__(None, None, None)
 
     def _wait_briefly(self) -> None:
         try:

@@ -20,6 +20,7 @@ from lopd_envs.sandbox.session import CHANNEL, SandboxSession, SessionError
 
 CALL_TIMEOUT = 5.0  # seconds per tool call, enforced from the host
 CHECK_TIMEOUT = 5.0  # seconds per check function (the worker's own deadline; the host adds its own)
+CHECK_SLACK = 0.5  # seconds per check for the worker's fork, collection and clearing of the sandbox
 CREATE_CALLS, CREATE_TIMEOUT_FLOOR = 3, 2.0  # building the instance may take three calls' time (at least 2 s)
 MAX_RESULT_CHARS = 100_000
 #: The worker's limits: the address space of the interpreter and its forked checks, a CPU budget for the
@@ -127,7 +128,8 @@ class EnvWorker:
         A dead worker or a malformed reply fails every check (it never passes one)."""
         funcs, states = list(funcs), list(states)
         message = {"op": "check", "funcs": funcs, "states": states, "timeout": self.check_timeout}
-        budget = self.check_timeout * len(funcs) * len(states) + self.call_timeout
+        # the checks run one after another, each under its own deadline, plus clearing the sandbox before each
+        budget = (self.check_timeout + CHECK_SLACK) * len(funcs) * len(states) + self.call_timeout
         reply = self._request(message, budget)
         results = reply.get("results") if reply is not None and reply["ok"] else None
         if not (isinstance(results, list) and len(results) == len(states)

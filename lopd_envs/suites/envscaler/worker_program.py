@@ -14,10 +14,19 @@ of the episode and answers JSON requests:
   when the result is a dict with ``"success": False`` (the convention of EnvScaler's generated methods);
 * ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
 * ``check``: each ``check_func`` source run against the final state and/or the initial state with
-  ``initial_state`` as a global, each in its own forked child with its own deadline (a few at a time),
-  so that one check can neither hang the others nor change what they see. A verdict is ``True`` only for a result that
-  is the bool ``True``; a non-bool (even a truthy one) counts as failed, as in EnvScaler's
-  ``run_check_function``.
+  ``initial_state`` as a global, each in its own forked child with its own deadline, one after another.
+  A verdict is ``True`` only for a result that is the bool ``True``; a non-bool (even a truthy one) counts
+  as failed, as in EnvScaler's ``run_check_function``.
+
+Checks are isolated from each other and from the worker, so that a failing check fails only itself
+(issue 24). Under bubblewrap the worker is its PID namespace's init (``program_is_init``): a check can
+neither kill nor stop it (an init drops such signals from inside its namespace), nor trace it or open its
+files (it is not dumpable). Before each check every other process of the sandbox is killed and reaped
+(what an earlier check or the environment left running) and ``/tmp`` and ``/dev/shm`` are emptied, so
+each check starts from a clean private ``/tmp`` and a whole process budget; a check's children are the
+first the kernel kills when the sandbox's memory cgroup is full (``oom_score_adj`` 1000). Outside a PID
+namespace of its own (the unisolated process backend) none of this clearing is done: there ``/tmp`` is
+the host's and ``kill(-1)`` would reach the host user's processes.
 
 Nothing here is trusted by the host: it enforces its own deadlines and budgets on every reply.
 """
@@ -32,12 +41,16 @@ import json
 import os
 import select
 import signal
+import stat
 import time
 import traceback
 import types
 
 MAX_ERROR = 20000
-PARALLEL = 6  # check children alive at once (RLIMIT_NPROC of the sandbox uid bounds the total)
+#: The init of its own PID namespace (bubblewrap), where clearing the sandbox between checks is safe.
+OWN_NAMESPACE = os.getpid() == 1
+PRIVATE_FOLDERS = ("/tmp", "/dev/shm")
+CLEAR_PATIENCE = 2.0  # seconds to kill and reap what is left before a check (SIGKILL: normally < 1 ms)
 
 
 def _state(instance):
@@ -113,24 +126,19 @@ class Episode:
 
     def check(self, req):
         """Verdicts of every check against each requested state (``"final"`` or ``"initial"``), one list per
-        state. Up to ``PARALLEL`` forked children run at once, each with its own deadline."""
+        state: one check at a time, each in a forked child with its own deadline, in a cleared sandbox."""
         if self.instance is None:
             return {"ok": False, "error": "no environment"}
         states = {"final": _state(self.instance), "initial": self.initial}
-        jobs = [(states[name], src) for name in req["states"] for src in req["funcs"]]
         timeout = float(req.get("timeout", 5.0))
-        verdicts, running, queue = [None] * len(jobs), [], list(enumerate(jobs))
-        while queue or running:
-            while queue and len(running) < PARALLEL:
-                index, (state, source) = queue.pop(0)
-                started = self._start_check(source, state)
-                if isinstance(started, dict):
-                    verdicts[index] = started
-                else:
-                    running.append((index, started, time.monotonic() + timeout))
-            if running:
-                index, child, deadline = running.pop(0)
-                verdicts[index] = self._collect(child, deadline, timeout)
+        verdicts = []
+        for name in req["states"]:
+            for source in req["funcs"]:
+                _clear_sandbox()
+                started = self._start_check(source, states[name])
+                verdicts.append(started if isinstance(started, dict)
+                                else self._collect(started, time.monotonic() + timeout, timeout))
+        _clear_sandbox()
         n = len(req["funcs"])
         return {"ok": True, "results": [verdicts[i * n:(i + 1) * n] for i in range(len(req["states"]))]}
 
@@ -145,6 +153,7 @@ class Episode:
         if pid == 0:  # the child: run one check, report one verdict, never return
             os.close(read_fd)
             try:
+                _first_to_go()
                 null = os.open(os.devnull, os.O_RDWR)
                 for fd in channel_fds():  # noqa: F821 - defined by the channel prelude
                     os.close(fd)
@@ -189,13 +198,87 @@ class Episode:
             except OSError:
                 pass
             os.waitpid(pid, 0)
-        try:
+        try:  # the check's own process wrote this: anything but a verdict object fails that check alone
             verdict = json.loads(data)
-            return {"passed": verdict.get("passed") is True, "error": verdict.get("error")}
-        except ValueError:
-            if time.monotonic() >= deadline:
-                return {"passed": False, "error": f"check timed out after {timeout:g} s"}
-            return {"passed": False, "error": "check crashed without a verdict"}
+            if isinstance(verdict, dict):
+                error = verdict.get("error")
+                return {"passed": verdict.get("passed") is True, "error": None if error is None else str(error)[:1000]}
+        except (ValueError, RecursionError):
+            pass
+        if time.monotonic() >= deadline:
+            return {"passed": False, "error": f"check timed out after {timeout:g} s"}
+        return {"passed": False, "error": "check crashed without a verdict"}
+
+
+def _first_to_go():
+    """In a check's child: be the first process the kernel kills when the sandbox runs out of memory (raising
+    one's own ``oom_score_adj`` needs no privilege; lowering it again does), so the worker survives it."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
+def _clear_sandbox():
+    """Kill and reap every other process of the sandbox, then empty its private folders (only as the init of
+    a PID namespace of our own: ``kill(-1)`` from there reaches exactly the namespace). Bounded: a process
+    racing the kill is caught by the next round, for at most ``CLEAR_PATIENCE`` seconds."""
+    if not OWN_NAMESPACE:
+        return
+    stop = time.monotonic() + CLEAR_PATIENCE
+    while time.monotonic() < stop:
+        try:
+            os.kill(-1, signal.SIGKILL)  # everyone but us; zombies count until they are reaped
+        except ProcessLookupError:
+            break
+        except OSError:
+            break
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            time.sleep(0.001)  # a dying parent's children are about to be handed to us
+    for folder in PRIVATE_FOLDERS:
+        _empty(folder)
+
+
+def _empty(folder):
+    """Remove everything in ``folder``, whatever permissions the sandbox uid gave its own files (iterative:
+    a check may leave a chain of folders deeper than the recursion limit)."""
+    stack, folders = [folder], []
+    while stack:
+        current = stack.pop()
+        try:
+            names = os.listdir(current)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(current, name)
+            try:
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    os.chmod(path, 0o700)
+                    stack.append(path)
+                    folders.append(path)
+                else:
+                    os.unlink(path)
+            except OSError:
+                pass
+    for path in reversed(folders):
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def reap_children():
+    """Reap the children that have exited (as an init, the worker also inherits every orphan)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _not_dumpable():
@@ -229,6 +312,7 @@ def main():
         except BaseException:  # noqa: B036
             payload = json.dumps({"ok": False, "error": "unencodable reply"}).encode()
         write_frame(payload)  # noqa: F821
+        reap_children()
 
 
 if __name__ == "__main__":  # run as the session program; importing this file does nothing

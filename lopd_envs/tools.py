@@ -147,14 +147,37 @@ def render_tool_prompt(tools: list[dict[str, Any]], syntax: str = "hermes") -> s
 
 # --------------------------------------------------------------------------- parsing
 
-_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-_FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.S)
+_FENCE_LANGUAGE = re.compile(r"[a-zA-Z0-9_-]*")
 _PY_CALL_START = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\s*\(")
+HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
+
+# Model-written text is scanned with ``str.find`` rather than the lazy regexes these functions replace
+# (``<tool_call>\s*(.*?)\s*(?:</tool_call>|$)`` and ``^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$``): a lazy group
+# followed by ``\s*`` backtracks quadratically over a long whitespace run (200,000 characters took minutes).
+# Both return exactly what the regexes' groups returned, stripped.
+
+
+def hermes_blocks(text: str) -> list[str]:
+    """The stripped contents of every ``<tool_call>`` block, each ending at its first ``</tool_call>`` (an
+    unclosed last block runs to the end of the text)."""
+    blocks, at = [], 0
+    while (start := text.find(HERMES_OPEN, at)) >= 0:
+        start += len(HERMES_OPEN)
+        end = text.find(HERMES_CLOSE, start)
+        blocks.append(text[start:end if end >= 0 else len(text)].strip())
+        if end < 0:
+            break
+        at = end + len(HERMES_CLOSE)
+    return blocks
 
 
 def _strip_fence(text: str) -> str:
-    m = _FENCE.match(text.strip())
-    return m.group(1).strip() if m else text.strip()
+    """The body of ``text`` when it is one fenced block (a language tag after the opening fence is dropped),
+    else ``text``; stripped either way."""
+    text = text.strip()
+    if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
+        return text
+    return text[_FENCE_LANGUAGE.match(text, 3).end():len(text) - 3].strip()
 
 
 def _source(node: ast.AST, limit: int = 200) -> str:
@@ -275,7 +298,7 @@ def parse_tool_calls(text: str) -> AssistantTurn:
         return AssistantTurn(text[:MAX_ACTION_CHARS], parse_error=f"action longer than {MAX_ACTION_CHARS} characters")
     body = _strip_fence(text)
     if "<tool_call>" in text:
-        syntax, read = "hermes", lambda: [c for block in _HERMES.findall(text)
+        syntax, read = "hermes", lambda: [c for block in hermes_blocks(text)
                                           for c in _calls_from_json_text(_strip_fence(block))]
     elif body.startswith("{") or re.match(r"^\[\s*[{\]]", body):  # an object, a list of objects, or []
         syntax, read = "json", lambda: _calls_from_json_text(body)

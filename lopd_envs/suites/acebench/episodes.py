@@ -14,7 +14,6 @@ earlier messages, only the execution results, as upstream).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from lopd_envs.core import Episode, Reaction, Score, error_message
@@ -32,7 +31,16 @@ from lopd_envs.trace import compact
 
 FINISH = prompts.FINISH
 ASK_NOTHING = "Please do not ask me any questions, use the known conditions to solve the problem"
-_CALL_LIKE = re.compile(r"\[.*\]")
+
+
+def call_like(text: str) -> bool:
+    r"""Whether some line of ``text`` holds a ``[`` with a ``]`` after it: what the official ``\[.*\]``
+    search asks, decided in one pass (that regex backtracks quadratically on a line of many ``[``)."""
+    for line in text.split("\n"):
+        opened = line.find("[")
+        if opened >= 0 and line.find("]", opened + 1) >= 0:
+            return True
+    return False
 
 
 def answer_text(turn: AssistantTurn, names: ToolNames | None = None) -> str:
@@ -190,7 +198,7 @@ class MultiTurnEpisode(AgentEpisode):
 
     @staticmethod
     def _for_execution(text: str) -> list | None:
-        if not _CALL_LIKE.search(text):
+        if not call_like(text):
             return None
         try:
             decode_agent_message(text, non_calls="error")

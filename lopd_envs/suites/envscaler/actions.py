@@ -23,10 +23,34 @@ PARSE_FAILED = "Error: Failed to parse response to struct response"
 NO_ACTION = "Error: Failed to parse response to action"
 INVALID = "Error: Invalid action"
 CHAT = "chat_with_user"
-_THINK = re.compile(r"(?:<|@)think(?:>|@)\s*(.*?)(?:<|@)/think(?:>|@)", re.S | re.I)
+# The official parser's patterns are ``(?:<|@)think(?:>|@)\s*(.*?)(?:<|@)/think(?:>|@)`` and
+# ``<tool_call>\s*(\{.*?\})\s*</tool_call>``. Searched as regexes they retry every later opening tag once the
+# first has no closing one, which is quadratic in model-written text (an action of many ``<think>`` took
+# minutes); :func:`_think_end` and :func:`_official_block` find the same leftmost match in one pass each.
 _THINK_OPEN = re.compile(r"(?:<|@)think(?:>|@)", re.I)
-_TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)
-_OFFICIAL_BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.S)
+_THINK_CLOSE = re.compile(r"(?:<|@)/think(?:>|@)", re.I)
+_TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)  # linear: a block always ends (at $)
+_OFFICIAL_OPEN = re.compile(r"<tool_call>\s*\{")
+_OFFICIAL_CLOSE = re.compile(r"\}\s*</tool_call>")
+
+
+def _think_end(text: str) -> int | None:
+    """Where the first complete think block ends, or ``None``. A closing tag after the first opening one
+    closes it; with none after the first, none follows any later opening tag either."""
+    opened = _THINK_OPEN.search(text)
+    closed = _THINK_CLOSE.search(text, opened.end()) if opened else None
+    return closed.end() if closed else None
+
+
+def _official_block(text: str) -> str | None:
+    """The JSON object of the first well-formed ``<tool_call>{...}</tool_call>``, as the official regex
+    finds it: the leftmost opening ``<tool_call>{`` and the first ``}</tool_call>`` after its brace."""
+    opened = _OFFICIAL_OPEN.search(text)
+    if opened is None:
+        return None
+    brace = opened.end() - 1
+    closed = _OFFICIAL_CLOSE.search(text, brace + 1)
+    return text[brace:closed.start() + 1] if closed else None
 
 
 @dataclass
@@ -42,21 +66,21 @@ class Action:
 def visible_text(text: str) -> str | None:
     """The content around the reasoning: the text after a complete think block with any tool-call blocks
     removed; ``None`` when a think block is opened and never closed (an official parse failure)."""
-    match = _THINK.search(text)
-    if match is None and _THINK_OPEN.search(text):
+    end = _think_end(text)
+    if end is None and _THINK_OPEN.search(text):
         return None
-    body = text[match.end():] if match else text
+    body = text[end:] if end is not None else text
     return _TOOL_BLOCK.sub("", body).strip()
 
 
 def official_block_ok(text: str) -> bool:
     """The official parser's test of the first ``<tool_call>`` block: closed, a JSON object, with both
     ``name`` and ``arguments``."""
-    match = _OFFICIAL_BLOCK.search(text)
-    if match is None:
+    block = _official_block(text)
+    if block is None:
         return "<tool_call>" not in text
     try:
-        call = json.loads(match.group(1))
+        call = json.loads(block)
     except (ValueError, RecursionError):
         return False
     return isinstance(call, dict) and "name" in call and "arguments" in call

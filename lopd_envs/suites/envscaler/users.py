@@ -14,21 +14,26 @@ model needs no format), which the module docstring of the suite lists as a devia
 
 from __future__ import annotations
 
-import re
 from typing import Callable, Sequence
 
 from lopd_envs.suites.acebench.users import Conversation, LLMUser, ScriptedUser, UserSimulator
 from lopd_envs.suites.envscaler.prompts import AGENT_OPENER, AGENT_PREFIX, STOP, USER_SYSTEM
 
-_REPLY = re.compile(r"# Thought:\s*(.*?)\s*# Reply:\s*(.*)", re.S)
+
+
+THOUGHT, REPLY = "# Thought:", "# Reply:"
 
 
 def parse_reply(raw: str) -> str:
     """The user's message in a raw simulator reply (``UserAgent._parse_response``, lenient)."""
     if STOP in raw:
         return STOP
-    match = _REPLY.search(raw)
-    return match.group(2).strip() if match else raw.strip()
+    # The official ``# Thought:\s*(.*?)\s*# Reply:\s*(.*)`` (re.S), found without the regex: searched, it
+    # backtracks quadratically over long whitespace runs and retries every later "# Thought:". Its group 2,
+    # stripped, is what follows the first "# Reply:" after the first "# Thought:".
+    thought = raw.find(THOUGHT)
+    reply = raw.find(REPLY, thought + len(THOUGHT)) if thought >= 0 else -1
+    return raw[reply + len(REPLY):].strip() if reply >= 0 else raw.strip()
 
 
 def opening_conversation(task: str) -> Conversation:

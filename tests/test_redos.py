@@ -1,0 +1,89 @@
+"""Parsers of model- and worker-written text take linear time on adversarial input (issue 24, item 2).
+
+Each shape is a prefix, one unit repeated to ~150,000 characters, and a suffix: the forms that make a
+backtracking regex super-linear (a lazy group before ``\\s*``, an opening tag retried from every later one,
+a greedy run that must give back a whole line). Every parser of text that a model, a simulated user or a
+sandboxed worker writes is swept with all of them; a linear parser takes milliseconds here, the quadratic
+ones this replaced took 5 s to minutes. The time bound (1 s per parser and shape, on a loaded 2-core machine)
+is far from both."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+
+from lopd_envs import tools
+from lopd_envs.codeexec import extract
+from lopd_envs.suites.acebench import decode as acebench_decode
+from lopd_envs.suites.acebench.episodes import call_like
+from lopd_envs.suites.bfcl import decode as bfcl_decode
+from lopd_envs.suites.envscaler import actions, users
+from lopd_envs.suites.livecodebench.judge import official_extract
+
+LENGTH = 150_000
+BOUND = 1.0
+
+PREFIXES = ["", "x", "<tool_call>", "```", "```python\n", "[", "[f(a=", "f(", "<think>", "@think@", "# Thought:",
+            '{"name": "f", "arguments": ']
+UNITS = [" ", "\n", "[", "(", "{", '"', "\\\"", "`", "```", "<tool_call>", "<tool_call>{", "</tool_call>", "<think>",
+         "@think@", "# Thought:", "# Reply:", "a", "a=", "a.", "x=1,", "<A,", "[{", "[f(", "new (", "def f("]
+SUFFIXES = ["", "x"]
+
+PARSERS: dict[str, Callable[[str], object]] = {
+    "tools.parse_action": tools.parse_action,
+    "envscaler.read_action": lambda text: actions.read_action(tools.parse_action(text), False),
+    "envscaler.visible_text": actions.visible_text,
+    "envscaler.official_block_ok": actions.official_block_ok,
+    "envscaler.parse_reply": users.parse_reply,
+    "acebench.call_like": call_like,
+    "acebench.decode_answer": acebench_decode.decode_answer,
+    "acebench.decode_agent_message": acebench_decode.decode_agent_message,
+    "bfcl.decode_python": lambda text: bfcl_decode.decode_text(text, "Python"),
+    "bfcl.decode_java": lambda text: bfcl_decode.decode_text(text, "Java"),
+    "bfcl.decode_javascript": lambda text: bfcl_decode.decode_text(text, "JavaScript"),
+    "codeexec.fenced_blocks": extract.fenced_blocks,
+    "livecodebench.official_extract": official_extract,
+}
+
+#: The shapes that were quadratic before issue 24, by parser (each took from 5 s to minutes).
+KNOWN = [
+    ("tools.parse_action", "<tool_call>x", " ", "x"),
+    ("tools.parse_action", "```", " ", "x" * 75_000),
+    ("envscaler.visible_text", "", "<think>", ""),
+    ("envscaler.official_block_ok", "", "<tool_call>{", ""),
+    ("envscaler.parse_reply", "", "# Thought:", ""),
+    ("envscaler.parse_reply", "# Thought:", " ", "x"),
+    ("acebench.call_like", "", "[", ""),
+    ("codeexec.fenced_blocks", "", "```", ""),
+]
+
+
+def _elapsed(parse: Callable[[str], object], text: str) -> float:
+    start = time.perf_counter()
+    try:
+        parse(text)
+    except Exception:  # noqa: BLE001 - a parser may refuse the text; only its time is measured here
+        pass
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("name, prefix, unit, suffix", KNOWN)
+def test_the_shapes_that_were_quadratic_are_linear(name, prefix, unit, suffix):
+    text = prefix + unit * (LENGTH // len(unit)) + suffix
+    assert _elapsed(PARSERS[name], text) < BOUND
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PARSERS))
+def test_every_parser_is_linear_on_every_shape(name):
+    slow = []
+    for prefix in PREFIXES:
+        for unit in UNITS:
+            for suffix in SUFFIXES:
+                text = prefix + unit * (LENGTH // len(unit)) + suffix
+                took = _elapsed(PARSERS[name], text)
+                if took > BOUND:
+                    slow.append((prefix, unit, suffix, round(took, 2)))
+    assert not slow, slow

@@ -12,6 +12,7 @@ import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.integrations.trl import LopdRollout, lopd_dataset, lopd_env_reward, lopd_grpo_inputs, task_of
 from lopd_train.rollout import SamplingConfig
+from tests.test_vllm_backend import FakeLLM, fake_vllm  # noqa: F401  (the vLLM stand-in and its fixture)
 
 COIN = "lopd_train.testing:lopd-test/Coin-v0"
 
@@ -82,3 +83,65 @@ def test_grpo_trainer_trains_a_tiny_model_on_a_lopd_env(tiny, tmp_path):
     assert any(h["grad_norm"] > 0 for h in steps)  # a group with different rewards gave a gradient
     assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
     inputs["rollout_func"].close()
+
+
+# ----------------------------------------------------------------------------- use_vllm: TRL's own engine
+
+class NoHFGeneration(torch.nn.Module):
+    """The trainer's model when use_vllm is on: sampling must not come here (TRL synced the engine instead)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = model
+
+    def forward(self, *a, **k):
+        raise AssertionError("use_vllm: the rollout sampled with the HF model instead of TRL's vLLM engine")
+
+    generate = forward
+
+
+class VLLMTrainer:
+    def __init__(self, model, engine):
+        self.model, self.use_vllm, self.vllm_generation = NoHFGeneration(model), True, engine
+
+
+class FakeVLLMClient:
+    """TRL's VLLMClient.generate contract: token-id prompts in; completion ids and, with logprobs=0, each
+    step's sampled-token log-probability first."""
+
+    def __init__(self, eos: int):
+        self.eos, self.calls = eos, []
+
+    def generate(self, prompts, **params):
+        self.calls.append(params)
+        completion = [11, 12, self.eos, 13]  # vLLM may run past EOS only without stop ids: cut at the first EOS
+        return {"prompt_ids": prompts, "completion_ids": [completion for _ in prompts],
+                "logprobs": [[[-0.5], [-0.25], [-0.125], [-1.0]] for _ in prompts]}
+
+
+def test_use_vllm_server_mode_samples_on_trls_server(tiny):
+    import types
+
+    model, tok = tiny
+    client = FakeVLLMClient(tok.eos_token_id)
+    trainer = VLLMTrainer(model, types.SimpleNamespace(mode="server", vllm_client=client))
+    rollout = LopdRollout(COIN, tok, SamplingConfig(max_new_tokens=8, temperature=0.7), category="all")
+    out = rollout(lopd_dataset(COIN, ["heads_1"], category="all")["prompt"], trainer)
+    assert client.calls and client.calls[0]["temperature"] == 0.7 and client.calls[0]["max_tokens"] == 8
+    assert client.calls[0]["generation_kwargs"] == {"stop_token_ids": [tok.eos_token_id]}
+    ids, mask, lps = out["completion_ids"][0], out["env_mask"][0], out["logprobs"][0]
+    assert ids[:3] == [11, 12, tok.eos_token_id] and lps[:3] == [-0.5, -0.25, -0.125] and mask[:3] == [1, 1, 1]
+    assert 13 not in [i for i, m in zip(ids, mask) if m == 1]  # nothing sampled after the EOS is kept
+
+
+def test_use_vllm_colocate_mode_samples_in_trls_engine(tiny, fake_vllm):
+    import types
+
+    model, tok = tiny
+    engine = FakeLLM(model="tiny-random", logprobs_mode="processed_logprobs")
+    trainer = VLLMTrainer(model, types.SimpleNamespace(mode="colocate", llm=engine))
+    rollout = LopdRollout(COIN, tok, SamplingConfig(max_new_tokens=6, temperature=0.7), category="all")
+    out = rollout(lopd_dataset(COIN, ["tails_0", "heads_2"], category="all")["prompt"], trainer)
+    assert engine.calls and all(lora is None for lora, _ in engine.calls)  # the synced weights, no adapter
+    assert len(out["completion_ids"]) == 2 and all(len(i) == len(m) for i, m in zip(out["completion_ids"],
+                                                                                     out["env_mask"]))

@@ -12,7 +12,12 @@ completions, token ids and sampler log-probs). lopd envs fit the last one:
   log-probability as sampled, so nothing is re-tokenised between turns. The env's answers (tool results,
   test feedback) sit inside the completion and are masked out of the loss with TRL's ``env_mask``;
 * the reward is the env's own outcome score, handed to TRL through the rollout's extra field
-  ``lopd_reward`` and returned by :func:`lopd_env_reward`, a ``reward_funcs`` entry.
+  ``lopd_reward`` and returned by :func:`lopd_env_reward`, a ``reward_funcs`` entry;
+* ``GRPOConfig(use_vllm=True)`` is honoured: TRL syncs the trained weights into its vLLM engine before it
+  calls ``rollout_func``, and the episodes then sample there, in the colocated engine
+  (:class:`lopd_train.rollout_vllm.VLLMRollout` over ``trainer.vllm_generation.llm``) or on TRL's vLLM
+  server (:class:`VLLMServerGenerator` over ``trainer.vllm_generation.vllm_client``), token ids in and out;
+  without ``use_vllm`` they sample with HF ``generate`` on the trainer's model.
 
 Usage (examples/trl_grpo_lopd_env.py)::
 
@@ -76,6 +81,7 @@ class LopdRollout:
         self.tokenizer = tokenizer
         self.sampling = sampling or SamplingConfig()
         self.envs: list[Any] = []
+        self._colocated = None  # the VLLMRollout over TRL's colocated engine, made on first use
 
     def _envs(self, n: int) -> list[Any]:
         if len(self.envs) < n:  # built once, reset per episode
@@ -85,11 +91,13 @@ class LopdRollout:
     def __call__(self, prompts: list[list[dict[str, Any]]], trainer) -> dict[str, list]:
         tasks = [task_of(p) for p in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model) if hasattr(trainer, "accelerator") else trainer.model
+        generator = self._generator(trainer)
         was_training = model.training
         model.eval()
         try:
             with torch.no_grad():
-                trajs = run_episodes(model, self.tokenizer, self._envs(len(tasks)), tasks, self.sampling)
+                trajs = run_episodes(model, self.tokenizer, self._envs(len(tasks)), tasks, self.sampling,
+                                     generator=generator)
         finally:
             model.train(was_training)
         out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
@@ -105,10 +113,50 @@ class LopdRollout:
             out["lopd_success"].append(bool(t.success))
         return out
 
+    def _generator(self, trainer):
+        """Who samples the turns: with ``use_vllm``, TRL's own vLLM engine, whose weights TRL has just synced
+        from the model being trained (``rollout_func`` is called after that sync); else HF ``generate`` on
+        the trainer's model (``None``)."""
+        if not getattr(trainer, "use_vllm", False):
+            return None
+        engine = trainer.vllm_generation
+        if engine.mode == "colocate":
+            if self._colocated is None or self._colocated.llm is not engine.llm:
+                from lopd_train.rollout_vllm import VLLMRollout
+
+                # no LoRA request: the engine serves the weights TRL synced into it
+                self._colocated = VLLMRollout("", self.tokenizer, self.sampling, workdir=".", llm=engine.llm)
+            return self._colocated
+        return VLLMServerGenerator(engine.vllm_client)
+
     def close(self) -> None:
         for env in self.envs:
             env.close()
         self.envs = []
+
+
+class VLLMServerGenerator:
+    """Samples turns on TRL's vLLM server (``vllm_mode="server"``) through TRL's ``VLLMClient``, token ids in
+    and out, with the same contract as :func:`lopd_train.rollout.generate`: ``(token ids up to and including
+    the first EOS, the sampler's log-probability of each, ended with EOS, None)``."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __call__(self, model, tokenizer, prompts, cfg: SamplingConfig):
+        eos = tokenizer.eos_token_id
+        out = self.client.generate(
+            prompts=[list(p) for p in prompts], temperature=0.0 if cfg.greedy else cfg.temperature,
+            top_p=1.0 if cfg.greedy else cfg.top_p, top_k=0 if cfg.greedy else (cfg.top_k or 0),
+            max_tokens=cfg.max_new_tokens, logprobs=0, generation_kwargs={"stop_token_ids": [eos]})
+        records = []
+        for toks, steps in zip(out["completion_ids"], out["logprobs"]):
+            toks = list(toks)
+            if eos in toks:
+                toks = toks[:toks.index(eos) + 1]
+            # logprobs=0: each step holds the sampled token's log-probability first
+            records.append((toks, [float(step[0]) for step in steps[:len(toks)]], bool(toks) and toks[-1] == eos, None))
+        return records
 
 
 def lopd_env_reward(completions, lopd_reward: list[float] | None = None, **kwargs) -> list[float]:

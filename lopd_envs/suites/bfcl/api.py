@@ -2,7 +2,9 @@
 
 The classes are the wheel's own ``func_source_code/*.py``, loaded from the located data folder under a
 private module name (never by installing ``bfcl-eval``): their one internal import, of ``long_context``, is
-pointed at the same private package.
+pointed at the same private package. They run in the host process, so a file is run only when it is byte
+for byte the pinned wheel's original (:func:`~lopd_envs.suites.bfcl.data.verified_source`): a modified or
+truncated copy in a user's data folder is refused with its path, never imported.
 
 A call arrives as the call string the official checker builds (``cd(folder='temp')``), and is run with the
 checker's rules: method names are bound to the instance of the class that has them (in the order of
@@ -35,7 +37,7 @@ from hashlib import sha1
 from pathlib import Path
 from typing import Any, Callable
 
-from lopd_envs.suites.bfcl.data import API_MODULES, STATELESS_APIS, api_source_path, json_copy
+from lopd_envs.suites.bfcl.data import API_MODULES, STATELESS_APIS, api_source_path, json_copy, verified_source
 
 _WHEEL_PACKAGE = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
 _LOCK = threading.RLock()
@@ -60,7 +62,7 @@ def _load_module(path: Path, package: str) -> types.ModuleType:
     qualified = f"{package}.{path.stem}"
     if qualified in sys.modules:
         return sys.modules[qualified]
-    source = path.read_text(encoding="utf-8").replace(_WHEEL_PACKAGE, package)
+    source = verified_source(path).replace(_WHEEL_PACKAGE, package)
     module = types.ModuleType(qualified)
     module.__file__ = str(path)
     module.__package__ = package

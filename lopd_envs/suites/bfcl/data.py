@@ -8,6 +8,7 @@ times (vectorised use, tests), and the rows are never mutated after loading.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 from functools import lru_cache
@@ -131,11 +132,39 @@ def load_rows(category: str, data_dir: str | None = None) -> list[tuple[dict[str
     return [(e, answers[e["id"]]) for e in entries]
 
 
-def _class_methods(source: Path, class_name: str) -> set[str] | None:
-    """The public method names of a simulated API class, read from its source with ``ast`` (never run):
-    the functions its doc file must describe. None when the class is not found in the file."""
+#: sha256 of every simulated API source in the pinned wheel (:data:`BFCL_WHEEL`), by relative path.
+API_SOURCE_SHA256: dict[str, str] = json.loads(Path(__file__).with_name("api_sources.sha256.json").read_text())
+
+
+def verified_source(path: Path) -> str:
+    """The text of the simulated API source at ``path``, only when it is byte for byte the pinned wheel's
+    original of that file. These sources are *executed in the host process* (the APIs hold each episode's
+    state there), so a copy from a data folder that differs, a truncated one included, is refused by name
+    rather than run: code from a data folder never runs in the host unless it is the packaged original.
+    The bytes checked are the bytes returned (no window to swap the file between check and use)."""
+    relpath = api_source_file(path.stem)
+    expected = API_SOURCE_SHA256.get(relpath)
     try:
-        tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+        content = path.read_bytes()
+    except OSError as exc:
+        raise DataFileError(path, f"cannot be read ({exc.strerror or exc})") from None
+    digest = hashlib.sha256(content).hexdigest()
+    if digest != expected:
+        why = f"is not a file of {BFCL_WHEEL.ref}" if expected is None else \
+            f"is not the original {relpath} of {BFCL_WHEEL.ref} ({len(content)} bytes, sha256 {digest[:12]}..., " \
+            f"expected {expected[:12]}...)"
+        raise DataFileError(path, f"{why}: the simulated API sources run in lopd's own process, so only the "
+                                  "packaged originals are run; restore it (`lopd assets fetch bfcl_v3`) or remove "
+                                  "it from the data folder")
+    return content.decode("utf-8")
+
+
+def _class_methods(source: Path, class_name: str) -> set[str] | None:
+    """The public method names of a simulated API class, read from its (verified) source with ``ast``
+    (never run): the functions its doc file must describe. None when the class is not found in the file."""
+    text = verified_source(source)
+    try:
+        tree = ast.parse(text, str(source))
     except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
         raise DataFileError(source, f"the API source does not parse ({type(exc).__name__}: "
                                     f"{getattr(exc, 'msg', exc)})", getattr(exc, "lineno", None)) from None
@@ -186,7 +215,14 @@ def load_api_docs(class_name: str, data_dir: str | None = None) -> tuple[dict[st
     module = API_MODULES[class_name]
     doc = locate(BFCL_V3, api_doc_file(module), data_dir)
     source = locate(BFCL_V3, api_source_file(module), data_dir)
+    _verified_once(*_key(locate(BFCL_V3, api_source_file("long_context"), data_dir)))  # imported by the APIs
     return _checked_docs(*_key(doc), *_key(source), class_name)
+
+
+@lru_cache(maxsize=16)
+def _verified_once(path: str, mtime: float) -> None:
+    """:func:`verified_source` at load time, once per file version (the run-time load checks again)."""
+    verified_source(Path(path))
 
 
 def api_source_path(module: str, data_dir: str | None = None) -> Path:

@@ -138,14 +138,20 @@ def parse_environments(data: Any, origin: str) -> dict[str, Environment]:
     return envs
 
 
-def parse_scenario(row: Any, index: int, origin: str) -> Scenario:
+def parse_scenario(row: Any, index: int, origin: str, graded: bool | None = None) -> Scenario:
+    """One scenario of ``origin``. ``graded``: True for an RL file, whose every scenario must bring a
+    non-empty ``checklist_with_func`` (without one every answer would silently score 0, as upstream divides
+    by zero); False for SFT (never graded); None: graded when it has one."""
     where = f"{origin}: scenario #{index}"
     row = _decoded(row, _SCENARIO_JSON_FIELDS, where)
     for name in ("env_id", "task_id", "task"):
         if name not in row:
             raise FormatError(f"{where}: missing {name!r}")
     items = row.get("checklist_with_func")
-    graded = items is not None
+    if graded and not items:
+        raise FormatError(f"{where} ({row['task_id']}): an RL scenario needs a non-empty 'checklist_with_func' "
+                          f"(its check functions), got {items!r:.80}; without one it cannot be graded")
+    graded = items is not None if graded is None else graded
     items = items or []
     if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("check_func"), str)
                                               for i in items):
@@ -157,12 +163,12 @@ def parse_scenario(row: Any, index: int, origin: str) -> Scenario:
                     tuple(i["check_func"] for i in items), graded, row)
 
 
-def parse_scenarios(data: Any, origin: str) -> list[Scenario]:
+def parse_scenarios(data: Any, origin: str, graded: bool | None = None) -> list[Scenario]:
     if isinstance(data, dict):  # tolerate a dict keyed by task id
         data = list(data.values())
     if not isinstance(data, list):
         raise FormatError(f"{origin}: expected a list of scenarios, got {type(data).__name__}")
-    return [parse_scenario(row, i, origin) for i, row in enumerate(data)]
+    return [parse_scenario(row, i, origin, graded) for i, row in enumerate(data)]
 
 
 def read_json(path: Path) -> Any:
@@ -241,16 +247,16 @@ def load_dataset(source: str = "official", split: str = "rl", data_dir: str | No
     check_choice("source", source, SOURCES)
     kind = "sft" if split == "sft" else "rl"
     if source == "official":
-        return _read(locate("env", data_dir), locate(kind, data_dir), "official")
+        return _read(locate("env", data_dir), locate(kind, data_dir), "official", graded=kind == "rl")
     if kind == "sft":
         raise ValueError("lopd's own EnvScaler data has no SFT split; use split='rl', 'eval' or 'train'")
     env_path, scen_path = ours_paths()
-    return _read(env_path, scen_path, "ours")
+    return _read(env_path, scen_path, "ours", graded=True)
 
 
-def _read(env_path: Path, scen_path: Path, origin: str) -> Dataset:
+def _read(env_path: Path, scen_path: Path, origin: str, graded: bool) -> Dataset:
     envs = parse_environments(read_json(env_path), str(env_path))
-    scenarios = parse_scenarios(read_json(scen_path), str(scen_path))
+    scenarios = parse_scenarios(read_json(scen_path), str(scen_path), graded)
     splits_path = scen_path.with_name(SPLITS_FILE)
     eval_ids = None
     files = [env_path, scen_path]

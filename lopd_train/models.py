@@ -282,22 +282,92 @@ def save_student_adapter(peft_model, name: str, folder: Path) -> None:
         nested.rmdir()
 
 
-def export_merged(base_spec: str, adapter_dir: Path, out_dir: Path) -> Path:
+def export_merged(base_spec: str, adapter_dir: Path, out_dir: Path, dtype: str | torch.dtype = torch.float32,
+                  card: str | None = None) -> Path:
     """Merge a saved student adapter into a fresh copy of the base model and save a plain transformers
-    folder (fp32 on CPU), deployable without peft, retriever or composer."""
+    folder, deployable without peft, retriever or composer. The merge is computed in fp32 on CPU (exact),
+    then the weights are cast to ``dtype``, the dtype the student trained in (bf16 on GPUs), so the folder
+    is the size and precision of what was trained; ``card``: the model card (``README.md``,
+    :func:`model_card`)."""
     from peft import PeftModel
 
+    target = dtype if isinstance(dtype, torch.dtype) else parse_dtype(dtype, torch.device("cpu"))
     base, tok = load_backbone(base_spec, device=torch.device("cpu"), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload().to(target)
+    merged.config.torch_dtype = target
     tok.padding_side = "right"
 
     def build(tmp: Path) -> None:
         merged.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        if card is not None:
+            (tmp / "README.md").write_text(card)
     out_dir = Path(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     return _atomic_dir(out_dir, build)
+
+
+def model_card(base_model: str, algorithm: str, env_id: str, config: dict[str, Any],
+               provenance: dict[str, Any] | None = None, results: dict[str, Any] | None = None,
+               dtype: str = "float32") -> str:
+    """A Hugging Face model card for an exported student: metadata (base model, library, tags) and what
+    a reader needs to trust or reproduce it: how it was trained (algorithm, env, the full configuration),
+    on which data (the env's provenance: source, version, file hashes) and how it scored."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    hub_base = base_model if "/" in base_model and not Path(base_model).exists() else None
+    data = ModelCardData(base_model=hub_base, library_name="transformers", license=None,
+                         tags=["lopd", algorithm, env_id.split("/")[-1], "agent", "tool-use"])
+    lines = [f"# {algorithm} student on {env_id}", "",
+             f"A student trained with `lopd-train --algo {algorithm}` on `{env_id}` from `{base_model}`, merged "
+             f"into a plain transformers checkpoint ({dtype}): it needs no retriever, composer or latent context "
+             "at inference.", "", "## Training configuration", "", "```json",
+             json.dumps(config, indent=2, sort_keys=True, default=str), "```", "", "## Data provenance", ""]
+    if provenance:
+        lines += [f"- benchmark: {provenance.get('benchmark')}, source: **{provenance.get('source')}**, version: "
+                  f"{provenance.get('version')}"]
+        lines += [f"- `{Path(f['path']).name}`" + (f" sha256 `{f['sha256']}`" if f.get("sha256") else "")
+                  for f in provenance.get("files", [])]
+    else:
+        lines.append("Not recorded for this run.")
+    lines += ["", "## Evaluation", ""]
+    if results:
+        lines += ["```json", json.dumps(results, indent=2, sort_keys=True, default=str), "```"]
+    else:
+        lines.append("No evaluation recorded for this run.")
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
+    return str(card)
+
+
+class HubError(RuntimeError):
+    """The model could not be pushed to the Hugging Face hub; the message says why and what to do."""
+
+
+def push_to_hub(folder: Path, repo_id: str, token: str | None = None, private: bool = False,
+                commit_message: str = "lopd: exported student") -> str:
+    """Upload an exported student folder to ``repo_id`` (created if missing) with ``huggingface_hub``;
+    returns the commit URL. Offline (``HF_HUB_OFFLINE``) or unreachable, it fails with :class:`HubError`."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    folder = Path(folder)
+    if not (folder / "config.json").is_file():
+        raise HubError(f"{folder} is not an exported model folder (no config.json)")
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        info = api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
+                                 commit_message=commit_message)
+    except OfflineModeIsEnabled as exc:
+        raise HubError(f"cannot push {folder} to {repo_id}: the hub is in offline mode (HF_HUB_OFFLINE is set); "
+                       f"unset it on a machine with internet and run again ({exc})") from None
+    except HfHubHTTPError as exc:
+        raise HubError(f"cannot push {folder} to {repo_id}: the hub refused ({exc}); log in with `hf auth login` "
+                       "or pass a token with write access") from None
+    except OSError as exc:  # DNS, refused connection, timeout
+        raise HubError(f"cannot push {folder} to {repo_id}: the hub is unreachable ({exc})") from None
+    return str(getattr(info, "commit_url", info))
 
 
 # ------------------------------------------------------------------------------------------- chat rendering

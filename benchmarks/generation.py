@@ -203,19 +203,24 @@ def bounds(shape: dict[str, float], batch: int, context: float, bandwidth: float
 # ---------------------------------------------------------------------------------------------- samplers
 
 def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
-    """``n`` distinct chat prompts of exactly ``length`` tokens (a rendered user turn asking for a tool call,
-    cut or padded with its own words): distinct, so lopd's shared prefill (which only helps duplicate prompts
-    of a GRPO group) gives it no advantage over plain ``generate``; the same ones for every variant."""
+    """``n`` distinct chat prompts of exactly ``length`` tokens: a rendered user turn asking for a tool call,
+    its start cut so that the end (the request's number, the template's turn end and generation prompt)
+    stays. Distinct, so lopd's shared prefill (which only helps the duplicate prompts of a GRPO group) gives
+    it no advantage over plain ``generate``; the same ones for every variant. Too short a ``length`` to keep
+    the number is an error, not a silent set of duplicates."""
     from lopd_train import models
 
     out = []
+    filler = ("Look up the account of a customer, list their last orders with dates and amounts, and call the "
+              "right tool with JSON arguments. ") * 8
     for i in range(n):
-        text = (f"Request {i}: look up the account of customer {1000 + 37 * i}, list their last orders with "
-                "dates and amounts, and call the right tool with JSON arguments. ") * 8
+        text = filler + f"This is request number {1000 + 37 * i}."
         ids = models.encode(tokenizer, models.render_chat(tokenizer, [{"role": "user", "content": text}]))
         while len(ids) < length:
             ids = ids + ids
         out.append(ids[-length:])
+    if len({tuple(p) for p in out}) < n:
+        raise ValueError(f"--prompt-tokens {length} is too short for {n} distinct prompts with this tokenizer")
     return out
 
 

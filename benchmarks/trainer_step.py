@@ -69,6 +69,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: the algorithms timed by default: GRPO (the baseline of every ratio), LOPD and the four text-context baselines
+ALGOS = ("grpo", "lopd", "opsd", "sdpo", "sdft", "skill_sd")
 
 
 class PeakRSS:
@@ -141,6 +143,20 @@ def synthetic_batch(tokenizer, args, rng):
     return trajectories, traces
 
 
+class BenchEnv:
+    """What :meth:`Algorithm.attach_env` reads from an env: its tasks and a ``reference_answer`` hook, here a
+    gold tool call of the synthetic task (OPSD's privileged text; the other algorithms never ask)."""
+
+    def __init__(self, trajectories):
+        from types import SimpleNamespace
+
+        self.tasks = [SimpleNamespace(task_id=tid) for tid in dict.fromkeys(t.task_id for t in trajectories)]
+
+    def reference_answer(self, task) -> str:
+        return ('<tool_call>\n{"name": "tool_0", "arguments": {"id": "%s", "limit": 10}}\n</tool_call>\n'
+                "Then list the orders it returns, newest first." % task.task_id)
+
+
 def sample_completions(policy, tokenizer, trajectories, args) -> None:
     """Replace the synthetic completions by the model's own samples (temperature 1, at most
     ``--completion-tokens``), so the batch is made of real rollouts of that model on the batch's prompts."""
@@ -209,6 +225,8 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
             t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
     policy.train()
     objs = {a: ALGORITHMS[a](policy, tok, cfg, bank, retriever) for a in algos}
+    for algo in objs.values():
+        algo.attach_env(BenchEnv(trajectories))
     return device, trajectories, objs, tmp, (policy, tok, cfg)
 
 
@@ -233,20 +251,46 @@ def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> 
     return elapsed
 
 
+def _usage() -> tuple[float, float, int]:
+    """(wall, CPU of every thread of this process, minor page faults so far): what a section is charged."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), ru.ru_utime + ru.ru_stime, ru.ru_minflt
+
+
 class SectionTimer:
-    """Wall time per section of an LOPD update, by wrapping the methods each section calls (``compose``,
-    ``teacher_logprobs``, the student's ``score_group``, ``anchor_latents``, the optimiser steps) and
-    ``Tensor.backward``, whose time goes to the section that ran just before it (the student's forward, or
-    the composer's anchor): so the split needs no timers inside ``lopd.py``. Not used for the ratios."""
+    """Wall time, CPU time and minor page faults per section of one update, for every algorithm, by wrapping
+    the methods each section calls and ``Tensor.backward`` (whose cost goes to the section that ran just
+    before it: the student's forward, or the composer's anchor), so the split needs no timers inside
+    ``lopd_train``. A method that is missing (an algorithm refactored) is skipped, never an error: its time
+    then falls into "rest". Not used for the ratios.
+
+    Sections: ``score_group`` as each algorithm module calls it (``teacher=True``: "teacher forward", else
+    "student forward"), LOPD's ``compose``/``teacher_logprobs``/``anchor_latents``, the text baselines'
+    ``prepare`` (Skill-SD's summaries), ``contexts`` (retrieval and the text) and ``teacher_logits``, the
+    optimiser steps, and "rest" (retrieval, tokenising, buckets and losses). Page faults are what a forward
+    pays for memory the allocator hands out fresh: the figure that explains why the same forward costs more
+    in one algorithm than in another."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self.faults: dict[str, int] = {}
         self.last = "other"
         self.depth = 0
         self._undo: list = []
 
+    def _charge(self, label: str, start: tuple[float, float, int]) -> None:
+        end = _usage()
+        self.seconds[label] = self.seconds.get(label, 0.0) + end[0] - start[0]
+        self.cpu[label] = self.cpu.get(label, 0.0) + end[1] - start[1]
+        self.faults[label] = self.faults.get(label, 0) + end[2] - start[2]
+
     def _wrap(self, owner, name, label):
-        fn = getattr(owner, name)
+        fn = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if fn is None:
+            return
         timer = self
 
         def timed(*a, **k):
@@ -254,11 +298,11 @@ class SectionTimer:
                 return fn(*a, **k)
             lab = label(a, k) if callable(label) else label
             timer.depth += 1
-            t0 = time.perf_counter()
+            start = _usage()
             try:
                 return fn(*a, **k)
             finally:
-                timer.seconds[lab] = timer.seconds.get(lab, 0.0) + time.perf_counter() - t0
+                timer._charge(lab, start)
                 timer.last, timer.depth = lab, timer.depth - 1
         setattr(owner, name, timed)
         self._undo.append((owner, name, fn))
@@ -266,24 +310,32 @@ class SectionTimer:
     def __enter__(self):
         import torch
 
-        from lopd_train.algorithms import lopd
+        from lopd_train.algorithms import distill, grpo, lopd
         from lopd_train.algorithms.base import Algorithm
 
         after = {"student forward": "student backward", "anchor (cached)": "composer backward"}
         self._wrap(lopd.LOPD, "compose", "compose (encoder + Q-Former)")
         self._wrap(lopd.LOPD, "teacher_logprobs", "teacher forward")
         self._wrap(lopd.LOPD, "anchor_latents", "anchor (cached)")
-        self._wrap(lopd, "score_group", lambda a, k: "teacher forward" if k.get("teacher") else "student forward")
+        self._wrap(distill.SelfDistillation, "teacher_logits", "teacher forward")
+        for cls in (distill.SelfDistillation, *distill.SelfDistillation.__subclasses__()):  # own definitions only
+            self._wrap(cls, "prepare", "prepare (Skill-SD summaries)")
+            self._wrap(cls, "contexts", "contexts (retrieve, text)")
+        for module in (lopd, distill, grpo):
+            self._wrap(module, "score_group",
+                       lambda a, k: "teacher forward" if k.get("teacher") else "student forward")
         self._wrap(Algorithm, "step_optimizer", "optimiser steps")
         self._wrap(torch.Tensor, "backward", lambda a, k: after.get(self.last, "other backward"))
-        self.t0 = time.perf_counter()
+        self.start = _usage()
         return self
 
     def __exit__(self, *exc):
         for owner, name, fn in reversed(self._undo):
             setattr(owner, name, fn)
-        total = time.perf_counter() - self.t0
-        self.seconds["rest (retrieve, buckets, losses)"] = total - sum(self.seconds.values())
+        end = _usage()
+        self.seconds["rest"] = end[0] - self.start[0] - sum(self.seconds.values())
+        self.cpu["rest"] = end[1] - self.start[1] - sum(self.cpu.values())
+        self.faults["rest"] = end[2] - self.start[2] - sum(self.faults.values())
 
 
 def timed_update(algo, trajectories, device):
@@ -317,24 +369,57 @@ def memory_worker(args) -> dict:
             "sequence_tokens": sum(len(t.input_ids) for t in trajectories)}
 
 
+def steady_state(algo, trajectories) -> None:
+    """Make an update do what it does in every step of a run, not only the first. Skill-SD summarises the
+    bank's experiences it has not summarised yet: the first (warm-up) update summarises the whole synthetic
+    bank, and a later one would summarise nothing; in a run each step summarises that step's new successes.
+    So before each timed Skill-SD update the batch's own successes are marked as not yet summarised
+    (``attempted``, its public record of what it summarised), and the update summarises them again."""
+    from lopd_train.experience import trace_key
+
+    attempted = getattr(algo, "attempted", None)
+    if isinstance(attempted, set):
+        attempted.difference_update(trace_key(t.trace) for t in trajectories if t.success and t.trace is not None)
+
+
 def timing_worker(args) -> dict:
-    """GRPO and LOPD updates alternated in one process on the same policy and batch, so that other jobs on a
-    shared machine slow both alike; a warm-up of each first."""
-    device, trajectories, objs, tmp, (policy, tok, cfg) = setup(args, ["grpo", "lopd"])
-    out = {a: {"times": [], "cpu_times": [], "rollout_times": []} for a in objs}
+    """Every algorithm's update in one process on the same policy and batch, in interleaved rounds: round r
+    runs them in the order rotated by r, so that other jobs on a shared machine slow all of them alike and
+    none always runs right after the same neighbour; round 0 is a warm-up, not counted. Each round also times
+    one rollout of the batch's prompts (the same for every algorithm: the sampler does not depend on it;
+    with the top-M recorded as well when an algorithm asks for it). Per update: wall and CPU time, the split
+    by :class:`SectionTimer`, and the share of rollouts that got a teacher signal."""
+    device, trajectories, objs, tmp, (policy, tok, cfg) = setup(args, args.algos)
+    names = list(objs)
+    top_m = any(type(a).records_top_m(cfg) for a in objs.values())
+    out: dict = {"algos": {a: {"times": [], "cpu_times": [], "sections": [], "supervised": None} for a in names},
+                 "rollout_times": [], "rollout_top_m_times": [], "orders": [], "load_1min": []}
     for rep in range(args.reps + 1):
-        for name, algo in objs.items():
-            roll = timed_rollout(policy, tok, cfg, trajectories, args, type(algo).records_top_m(cfg))
-            with SectionTimer() if name == "lopd" else contextlib.nullcontext() as sections:
-                r = timed_update(algo, trajectories, device)
-            if rep and sections is not None:
-                out[name].setdefault("sections", []).append(sections.seconds)
+        load = os.getloadavg()[0]
+        roll = timed_rollout(policy, tok, cfg, trajectories, args, False)
+        roll_top_m = timed_rollout(policy, tok, cfg, trajectories, args, True) if top_m else None
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for name in order:
+            algo = objs[name]
             if rep:
-                out[name]["times"].append(r["seconds"])
-                out[name]["cpu_times"].append(r["cpu_seconds"])
-                out[name]["rollout_times"].append(roll)
-            if name == "lopd":
-                out[name]["context_fraction"] = r["metrics"].get("context_fraction")
+                steady_state(algo, trajectories)
+            with SectionTimer() as sections:
+                r = timed_update(algo, trajectories, device)
+            out["algos"][name]["supervised"] = r["metrics"].get("context_fraction", 1.0)
+            if rep:
+                entry = out["algos"][name]
+                entry["times"].append(r["seconds"])
+                entry["cpu_times"].append(r["cpu_seconds"])
+                entry["sections"].append({k: {"wall": sections.seconds[k], "cpu": sections.cpu[k],
+                                              "faults": sections.faults[k]} for k in sections.seconds})
+        if rep:
+            out["rollout_times"].append(roll)
+            if roll_top_m is not None:
+                out["rollout_top_m_times"].append(roll_top_m)
+            out["orders"].append(order)
+            out["load_1min"].append(round(load, 2))
+        print(f"round {rep}/{args.reps}{' (warm-up)' if not rep else ''}, load {load:.1f}: " + ", ".join(
+            f"{n} {out['algos'][n]['times'][-1]:.1f} s" if rep else n for n in order), file=sys.stderr, flush=True)
     tmp.cleanup()
     return out
 
@@ -477,15 +562,86 @@ def print_sweep(result: dict) -> None:
                       f"{b:.5g} -> {a:.5g}{'':<8s} {drop:+7.1%} {'yes' if stable else 'NO'}")
 
 
-def run_worker(mode: str, passthrough: list[str]) -> dict:
-    # glibc keeps freed heap pages; large blocks via mmap make the resident set track live memory
-    env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **os.environ, "PYTHONPATH": str(ROOT)}
+def run_worker(mode: str, passthrough: list[str], mmap_threshold: bool | None = None) -> dict:
+    """Run ``mode`` in a fresh process and return its ``RESULT`` line. ``mmap_threshold`` (default: for the
+    memory workers only) sets glibc's ``MALLOC_MMAP_THRESHOLD_`` to 1 MiB: blocks that size or larger that the
+    heap cannot serve are mapped fresh and unmapped when freed, so the resident set tracks live memory (what
+    the memory workers measure). It is not how the trainer runs, and it changes timings: with LOPD's encoder
+    and teacher graphs alive the heap has no room left, so every large activation of the student's forward
+    becomes a fresh mapping whose pages fault on first touch (``--explain`` measures it). So the timing
+    worker runs with the allocator as the trainer has it."""
+    if mmap_threshold is None:
+        mmap_threshold = mode in ALGOS or mode == "sweep"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if mmap_threshold:
+        env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **env}
+    else:
+        env.pop("MALLOC_MMAP_THRESHOLD_", None)
+    # the timing worker's progress (one line per round) goes straight to this process's stderr
+    quiet = mode in ALGOS or mode == "sweep"
     proc = subprocess.run([sys.executable, __file__, "--worker", mode, *passthrough], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE if quiet else None, text=True)
     line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
-        raise SystemExit(proc.stderr[-3000:])
+        raise SystemExit(f"trainer_step worker {mode!r} failed (exit {proc.returncode})"
+                         + (f": {proc.stderr[-3000:]}" if proc.stderr else ""))
     return json.loads(line[len("RESULT "):])
+
+
+def explain_worker(args) -> dict:
+    """Why LOPD's "student forward" section costs more than GRPO's: the same call (``score_group`` of the
+    student on the group's sequences, then its backward) timed in two conditions, interleaved over
+    ``--reps`` rounds after a warm-up: alone, as in GRPO's update, and with the composer's encoder graph and
+    the teacher's graph of the same group alive (``compose`` and ``teacher_logprobs`` with gradients, kept),
+    as in LOPD's update, where the student's step runs between the teacher's pass and the composer's
+    backward. Per condition: median wall, CPU, system CPU and minor page faults of the forward and of the
+    backward. ``main --explain`` runs it twice: with the trainer's allocator and with the memory workers'
+    ``MALLOC_MMAP_THRESHOLD_``."""
+    import torch
+
+    from lopd_train.algorithms.base import Batch
+    from lopd_train.scoring import score_group
+
+    _, trajectories, objs, tmp, (policy, _, _) = setup(args, ["grpo", "lopd"])
+    lopd = objs["lopd"]
+    members = Batch(trajectories).groups_of()[0]
+    (experiences,) = lopd.retrieve([members])
+    g = lopd.group(members, experiences)
+
+    def measure(fn) -> dict:
+        a = _usage()
+        out = fn()
+        b = _usage()
+        return out, {"wall": b[0] - a[0], "cpu": b[1] - a[1], "faults": b[2] - a[2]}
+
+    conditions = ("alone (GRPO's update)", "LOPD's encoder and teacher graphs alive (LOPD's update)")
+    rows: dict = {c: [] for c in conditions}
+    for rep in range(args.reps + 1):
+        for cond in (conditions if rep % 2 == 0 else conditions[::-1]):
+            keep = None
+            if cond != conditions[0]:
+                z = lopd.compose(g.task, g.experiences)
+                keep = (z, lopd.teacher_logprobs(g, z))
+            logits, fwd = measure(lambda: score_group(policy, g.seqs, g.masks, share_prefix=lopd.share_prompt))
+            loss = sum(torch.log_softmax(x.float(), -1).gather(-1, y[:, None]).sum() for x, y in zip(logits, g.targets))
+            _, bwd = measure(loss.backward)
+            policy.zero_grad(set_to_none=True)
+            del keep, logits, loss
+            if rep:
+                rows[cond].append({"forward": fwd, "backward": bwd})
+    tmp.cleanup()
+    return {c: {part: {k: statistics.median(r[part][k] for r in rs) for k in ("wall", "cpu", "faults")}
+                for part in ("forward", "backward")} for c, rs in rows.items()}
+
+
+def print_explain(results: dict) -> None:
+    print("the student's forward (and backward) on the same group, alone or with LOPD's graphs alive; median wall s "
+          "(CPU s, thousand minor page faults):")
+    for allocator, res in results.items():
+        for cond, r in res.items():
+            f, b = r["forward"], r["backward"]
+            print(f"  {allocator:34s} {cond:58s} forward {f['wall']:.2f} ({f['cpu']:.2f}, {f['faults'] / 1000:.0f}k)  "
+                  f"backward {b['wall']:.2f} ({b['cpu']:.2f}, {b['faults'] / 1000:.0f}k)")
 
 
 def main(argv=None) -> int:
@@ -510,10 +666,15 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-lrs", type=float, nargs="+", default=[1e-5, 5e-5, 1e-4, 3e-4])
     p.add_argument("--sweep-ranks", type=int, nargs="+", default=[8, 16])
     p.add_argument("--sweep-steps", type=int, default=3)
-    p.add_argument("--worker", choices=["lopd", "grpo", "timing", "sweep"], help=argparse.SUPPRESS)
+    p.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS,
+                   help="algorithms timed on the batch (grpo, the baseline of every ratio, is required)")
+    p.add_argument("--explain", action="store_true",
+                   help="also time the student's forward alone and with LOPD's graphs alive, under the trainer's "
+                        "allocator and the memory workers' (see explain_worker)")
+    p.add_argument("--worker", choices=[*ALGOS, "timing", "sweep", "explain"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        workers = {"timing": timing_worker, "sweep": sweep_worker}
+        workers = {"timing": timing_worker, "sweep": sweep_worker, "explain": explain_worker}
         result = workers.get(args.worker, memory_worker)(args)
         print("RESULT " + json.dumps(result), flush=True)
         return 0
@@ -538,50 +699,102 @@ def main(argv=None) -> int:
     if "--json" in argv:
         i = argv.index("--json")
         del argv[i:i + 2]
+    if "grpo" not in args.algos:
+        p.error("--algos must include grpo: every ratio is against GRPO's update in the same run")
     started = time.perf_counter()
     timing = run_worker("timing", argv)
-    with ThreadPoolExecutor(2) as pool:  # one process each, side by side (memory does not depend on timing)
-        mem = dict(zip(("grpo", "lopd"), pool.map(lambda a: run_worker(a, argv), ("grpo", "lopd"))))
-    g, l = timing["grpo"], timing["lopd"]
+    with ThreadPoolExecutor(2) as pool:  # one process each, two side by side (memory does not depend on timing)
+        mem = dict(zip(args.algos, pool.map(lambda a: run_worker(a, argv), args.algos)))
+    summary = summarise(args, timing, mem)
+    if args.explain:
+        explain_argv = [a for a in argv if a != "--explain"]
+        summary["explain"] = {
+            "trainer's allocator (timing worker)": run_worker("explain", explain_argv, mmap_threshold=False),
+            "MALLOC_MMAP_THRESHOLD_=1MiB (memory)": run_worker("explain", explain_argv, mmap_threshold=True)}
+    summary["benchmark_wall_seconds"] = time.perf_counter() - started
+    summary["command"] = "python benchmarks/trainer_step.py " + " ".join(argv)
+    print_summary(summary)
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=2))
+    return 0
+
+
+def spread(values) -> dict:
+    """Median, min and max over the timed rounds."""
+    values = list(values)
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def summarise(args, timing: dict, mem: dict) -> dict:
+    """Per algorithm: update time (median, range), its ratio to GRPO's update of the same round (median,
+    range), CPU time, whole step (the round's rollout + update) against GRPO's, peak memory and its ratio, the
+    supervised share, and the median split by section; and the figures the earlier revisions printed for
+    LOPD (``time_ratio_median``...), under the same keys."""
+    algos = timing["algos"]
+    g = algos["grpo"]
+    roll = statistics.median(timing["rollout_times"])
+    roll_top_m = statistics.median(timing["rollout_top_m_times"]) if timing["rollout_top_m_times"] else roll
+    rows = {}
+    for name, t in algos.items():
+        records = roll_top_m if name == "lopd" and args.kl_support == "student" else roll
+        sections = {}
+        for k in dict.fromkeys(k for r in t["sections"] for k in r):
+            sections[k] = {f: statistics.median(r.get(k, {}).get(f, 0) for r in t["sections"])
+                           for f in ("wall", "cpu", "faults")}
+        rows[name] = {
+            "update_s": spread(t["times"]), "cpu_s": spread(t["cpu_times"]),
+            "vs_grpo": spread(x / y for x, y in zip(t["times"], g["times"])),
+            "cpu_vs_grpo": spread(x / y for x, y in zip(t["cpu_times"], g["cpu_times"])),
+            "whole_step_vs_grpo": (records + statistics.median(t["times"])) / (roll + statistics.median(g["times"])),
+            "peak_mb": mem[name]["peak_mb"], "increase_mb": mem[name]["increase_mb"],
+            "peak_memory_vs_grpo": mem[name]["peak_mb"] / mem["grpo"]["peak_mb"],
+            "update_memory_vs_grpo": mem[name]["increase_mb"] / max(mem["grpo"]["increase_mb"], 1e-9),
+            "supervised": t["supervised"], "sections": sections}
     summary = {
         "model": args.model, "device": mem["grpo"]["device"],
         "batch": f"{args.tasks} tasks x {args.group} rollouts, {mem['grpo']['sequence_tokens']} sequence tokens, "
                  f"{mem['grpo']['tokens']} sampled",
-        "timing": timing, "memory": mem,
-        "time_ratio_median": statistics.median(l["times"]) / statistics.median(g["times"]),
-        "rollout_seconds_median": {a: statistics.median(timing[a]["rollout_times"]) for a in timing},
-        "step_ratio_median": (statistics.median(l["rollout_times"]) + statistics.median(l["times"])) /
-                             (statistics.median(g["rollout_times"]) + statistics.median(g["times"])),
-        "load_average": os.getloadavg(),
-        "time_ratio_min": min(l["times"]) / min(g["times"]),
-        "cpu_time_ratio_median": statistics.median(l["cpu_times"]) / statistics.median(g["cpu_times"]),
-        "peak_memory_ratio": mem["lopd"]["peak_mb"] / mem["grpo"]["peak_mb"],
-        "update_memory_ratio": mem["lopd"]["increase_mb"] / max(mem["grpo"]["increase_mb"], 1e-9)}
-    print(f"model {args.model} on {summary['device']}; batch: {summary['batch']}")
-    print(f"{'':6s} {'median s':>9s} {'min s':>7s} {'CPU s':>7s} {'peak MB':>9s} {'+MB in update':>14s} "
-          f"{'rollout s':>10s}")
-    for name, t in timing.items():
-        print(f"{name:6s} {statistics.median(t['times']):9.2f} {min(t['times']):7.2f} "
-              f"{statistics.median(t['cpu_times']):7.2f} {mem[name]['peak_mb']:9.0f} {mem[name]['increase_mb']:14.0f} "
-              f"{statistics.median(t['rollout_times']):10.2f}")
-    print(f"whole step (rollout + update) LOPD/GRPO ratio {summary['step_ratio_median']:.2f} median; "
-          f"load average {' '.join(f'{x:.1f}' for x in summary['load_average'])}")
-    print(f"LOPD/GRPO time ratio {summary['time_ratio_median']:.2f} median, {summary['time_ratio_min']:.2f} best-of, "
-          f"{summary['cpu_time_ratio_median']:.2f} CPU (target <= 1.5); peak memory ratio "
-          f"{summary['peak_memory_ratio']:.2f} (target <= 1.3), update-only memory ratio "
-          f"{summary['update_memory_ratio']:.2f}")
-    if l.get("sections"):
-        split = {k: statistics.median(r.get(k, 0.0) for r in l["sections"]) for k in l["sections"][0]}
-        total = sum(split.values())
-        print("LOPD update by section (median s, share): " + "; ".join(
-            f"{k} {v:.2f} ({v / total:.0%})" for k, v in sorted(split.items(), key=lambda kv: -kv[1])))
-        summary["lopd_sections_median"] = split
-    summary["benchmark_wall_seconds"] = time.perf_counter() - started
-    print(f"benchmark wall time {summary['benchmark_wall_seconds']:.0f} s; command: python benchmarks/trainer_step.py "
-          + " ".join(argv))
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2))
-    return 0
+        "reps": args.reps, "threads": args.threads, "rollout_seconds_median": roll, "algorithms": rows,
+        "orders": timing["orders"], "load_1min_per_round": timing["load_1min"], "load_average": os.getloadavg(),
+        "timing": timing, "memory": mem}
+    if "lopd" in rows:
+        l, lt = rows["lopd"], algos["lopd"]
+        summary.update(time_ratio_median=l["vs_grpo"]["median"], step_ratio_median=l["whole_step_vs_grpo"],
+                       time_ratio_min=min(lt["times"]) / min(g["times"]), cpu_time_ratio_median=l["cpu_vs_grpo"]["median"],
+                       peak_memory_ratio=l["peak_memory_vs_grpo"], update_memory_ratio=l["update_memory_vs_grpo"],
+                       lopd_sections_median={k: v["wall"] for k, v in l["sections"].items()})
+    return summary
+
+
+def print_summary(summary: dict) -> None:
+    """The table of every algorithm against GRPO, then the split of each update by section."""
+    def f(d, spec=".2f"):
+        return f"{d['median']:{spec}} ({d['min']:{spec}}-{d['max']:{spec}})"
+    rows = summary["algorithms"]
+    print(f"model {summary['model']} on {summary['device']}; batch: {summary['batch']}; {summary['reps']} timed "
+          f"round(s) after a warm-up, algorithms in rotating order; median (min-max); ratios per round against GRPO")
+    print(f"{'algo':9s} {'update s':>20s} {'vs GRPO':>19s} {'CPU vs GRPO':>19s} {'step vs GRPO':>12s} "
+          f"{'peak MB':>8s} {'vs GRPO':>7s} {'+MB':>6s} {'supervised':>10s}")
+    for name, r in rows.items():
+        print(f"{name:9s} {f(r['update_s']):>20s} {f(r['vs_grpo']) + 'x':>19s} {f(r['cpu_vs_grpo']) + 'x':>19s} "
+              f"{r['whole_step_vs_grpo']:11.2f}x {r['peak_mb']:8.0f} {r['peak_memory_vs_grpo']:6.2f}x "
+              f"{r['increase_mb']:6.0f} {r['supervised']:10.0%}")
+    print(f"rollout of the batch (HF generate, student LoRA): {summary['rollout_seconds_median']:.2f} s median; whole "
+          f"step = that rollout + the update; load 1-min per round {summary['load_1min_per_round']}, now "
+          + " ".join(f"{x:.1f}" for x in summary["load_average"]))
+    names = list(rows)
+    sections = list(dict.fromkeys(k for r in rows.values() for k in r["sections"]))
+    print("update by section, median wall s (CPU s, thousand minor page faults):")
+    print(f"  {'section':30s} " + " ".join(f"{n:>22s}" for n in names))
+    for k in sections:
+        cells = []
+        for n in names:
+            v = rows[n]["sections"].get(k)
+            cells.append(f"{v['wall']:.2f} ({v['cpu']:.2f}, {v['faults'] / 1000:.0f}k)" if v else "")
+        print(f"  {k:30s} " + " ".join(f"{c:>22s}" for c in cells))
+    if summary.get("explain"):
+        print_explain(summary["explain"])
+    print(f"benchmark wall time {summary['benchmark_wall_seconds']:.0f} s; command: {summary['command']}")
 
 
 if __name__ == "__main__":

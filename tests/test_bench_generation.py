@@ -1,0 +1,76 @@
+"""benchmarks/generation.py: every variant decodes exactly the asked number of tokens (so their work is equal),
+the forward hooks find the prefill and every decoding step, merging the LoRA changes the logits only by
+float rounding, and the bounds' arithmetic. One smoke run on the tiny random model; nothing is timed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("generation_bench", ROOT / "benchmarks" / "generation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_bench()
+
+
+def test_decode_seconds_starts_after_the_last_prefill_forward():
+    clock = bench.ForwardClock(module=None)
+    clock.calls = [(0.0, 1.0, 64), (1.0, 1.5, 1), (1.5, 2.0, 1), (2.0, 2.25, 1)]
+    assert clock.decode_seconds() == (1.25, 3)
+    clock.calls = [(0.0, 1.0, 30), (1.0, 2.0, 1)]  # a shared prefill, then the last prompt token: still one step
+    assert clock.decode_seconds() == (1.0, 1)
+    clock.calls = [(0.0, 1.0, 30)]
+    assert clock.decode_seconds() == (0.0, 0)
+
+
+def test_bounds_scale_with_batch_until_compute_binds():
+    shape = {"weight_bytes": 500e6, "matmul_params": 100e6, "kv_bytes_per_position": 0.0, "layers": 10,
+             "hidden": 100}
+    one = bench.bounds(shape, 1, 0, bandwidth=10e9, flops=100e9)
+    assert one["memory_bound_tok_s"] == pytest.approx(20.0) and one["compute_bound_tok_s"] == pytest.approx(500.0)
+    assert one["bound_by"] == "memory" and one["roofline_tok_s"] == pytest.approx(20.0)
+    big = bench.bounds(shape, 32, 0, bandwidth=10e9, flops=100e9)
+    assert big["memory_bound_tok_s"] == pytest.approx(640.0) and big["bound_by"] == "compute"
+    shape["kv_bytes_per_position"] = 1e6  # the KV cache is read every step too
+    kv = bench.bounds(shape, 8, 100, bandwidth=10e9, flops=100e9)
+    assert kv["memory_bound_tok_s"] == pytest.approx(8 * 10e9 / (500e6 + 8 * 100 * 1e6))
+
+
+def test_no_eos_proxy_hides_only_the_end_of_sequence_id():
+    class Tok:
+        eos_token_id, pad_token_id = 2, 0
+
+        def decode(self, ids):
+            return "x" * len(ids)
+    proxy = bench.NoEOS(Tok())
+    assert proxy.eos_token_id is None and proxy.pad_token_id == 0 and proxy.decode([1, 2]) == "xx"
+
+
+def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path):
+    out = tmp_path / "gen.json"
+    result = bench.main(["--model", "tiny-random", "--batches", "1", "3", "--reps", "1", "--prompt-tokens", "48",
+                         "--new-tokens", "5", "--json", str(out)])
+    assert out.exists() and result["merge_max_logit_error"] < 1e-4
+    shape = result["shape"]
+    assert shape["tied_embeddings"] in (True, False) and shape["weight_bytes"] > 0
+    for b in ("1", "3"):
+        for variant in bench.VARIANTS:
+            (call,) = result["calls"][b][variant]
+            assert call["decode_steps"] == 4, (b, variant)  # 5 new tokens: one from the prefill, 4 steps
+            assert call["decode_s"] > 0 and call["wall_s"] >= call["decode_s"]
+        row = result["summary"][b]
+        assert "end_to_end_vs_hf" not in row["variants"][bench.BASELINE]
+        assert set(row["variants"]["lopd, LoRA on"]) >= {"end_to_end_vs_hf", "decode_vs_hf"}
+        assert "merge_plus_unmerge_s" in row["variants"]["lopd, LoRA merged"]
+    assert result["summary"]["3"]["bounds"]["memory_bound_tok_s"] > result["summary"]["1"]["bounds"]["memory_bound_tok_s"]

@@ -1,0 +1,119 @@
+"""benchmarks/trainer_step.py: all six algorithms update on the same batch in rotating order, every one of
+them gets a teacher signal where it should (OPSD's reference answer included), the split by section accounts
+for the update without counting a nested section twice and leaves every wrapped method as it was, and the
+ratios are paired per round against GRPO. Runs the timing worker in-process on the tiny random model;
+nothing is asserted about how long anything took."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("trainer_step_bench", ROOT / "benchmarks" / "trainer_step.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_bench()
+
+
+def worker_args(**kw) -> list[str]:
+    args = ["--model", "tiny-random", "--reps", "1", "--prompt-tokens", "64", "--completion-tokens", "8",
+            "--bank-size", "4", "--experience-tokens", "32"]
+    for k, v in kw.items():
+        args += [f"--{k.replace('_', '-')}", *([v] if isinstance(v, str) else v)]
+    return args
+
+
+@pytest.fixture(scope="module")
+def timing():
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert bench.main(["--worker", "timing", *worker_args()]) == 0
+    line = next(l for l in buf.getvalue().splitlines() if l.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_every_algorithm_is_timed_in_rotating_order(timing):
+    assert list(timing["algos"]) == list(bench.ALGOS)
+    for name, t in timing["algos"].items():
+        assert len(t["times"]) == len(t["cpu_times"]) == len(t["sections"]) == 1, name
+    assert timing["orders"] == [list(bench.ALGOS[1:]) + ["grpo"]]  # round 1 starts one further than the warm-up
+    assert len(timing["rollout_times"]) == 1 and len(timing["load_1min"]) == 1
+
+
+def test_each_teacher_sees_its_context(timing):
+    """OPSD reads the stand-in env's reference answer; SDPO another success of the task; SDFT and LOPD the
+    bank. Skill-SD's skills come from the tiny model's summaries, which may be empty: not asserted."""
+    for name in ("lopd", "opsd", "sdpo", "sdft"):
+        assert timing["algos"][name]["supervised"] == 1.0, name
+
+
+def test_sections_split_the_update_without_double_counting(timing):
+    for name, t in timing["algos"].items():
+        (split,) = t["sections"]
+        assert split["rest"]["wall"] > -0.05, (name, split)  # nested sections are charged once
+        assert sum(v["wall"] for v in split.values()) >= t["times"][0] - 1e-3, name
+    assert {"student forward", "student backward"} <= set(timing["algos"]["grpo"]["sections"][0])
+    assert "teacher forward" not in timing["algos"]["grpo"]["sections"][0]
+    lopd = timing["algos"]["lopd"]["sections"][0]
+    assert {"compose (encoder + Q-Former)", "teacher forward", "composer backward", "student forward"} <= set(lopd)
+    assert "teacher forward" in timing["algos"]["opsd"]["sections"][0]
+    assert "prepare (Skill-SD summaries)" in timing["algos"]["skill_sd"]["sections"][0]
+
+
+def test_section_timer_restores_what_it_wrapped():
+    import torch
+
+    from lopd_train.algorithms import distill, grpo, lopd
+    from lopd_train.algorithms.base import Algorithm
+
+    before = (lopd.LOPD.compose, lopd.score_group, grpo.score_group, distill.score_group,
+              Algorithm.step_optimizer, torch.Tensor.backward, distill.SelfDistillation.teacher_logits)
+    with bench.SectionTimer() as timer:
+        assert lopd.LOPD.compose is not before[0]
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+    after = (lopd.LOPD.compose, lopd.score_group, grpo.score_group, distill.score_group,
+             Algorithm.step_optimizer, torch.Tensor.backward, distill.SelfDistillation.teacher_logits)
+    assert after == before
+    assert "other backward" in timer.seconds and "rest" in timer.faults
+
+
+def test_summary_pairs_each_round_with_grpos():
+    timing = {"algos": {
+        "grpo": {"times": [1.0, 4.0], "cpu_times": [1.0, 2.0], "sections": [{}, {}], "supervised": 1.0},
+        "lopd": {"times": [2.0, 8.0], "cpu_times": [3.0, 6.0], "sections": [
+            {"student forward": {"wall": 1.0, "cpu": 1.0, "faults": 10}},
+            {"student forward": {"wall": 3.0, "cpu": 2.0, "faults": 30}}], "supervised": 0.5}},
+        "rollout_times": [10.0, 10.0], "rollout_top_m_times": [], "orders": [], "load_1min": [1.0, 2.0]}
+    mem = {"grpo": {"peak_mb": 100.0, "increase_mb": 10.0, "device": "cpu", "tokens": 8, "sequence_tokens": 80},
+           "lopd": {"peak_mb": 150.0, "increase_mb": 30.0, "device": "cpu", "tokens": 8, "sequence_tokens": 80}}
+    args = argparse.Namespace(model="m", tasks=1, group=4, reps=2, threads=1, kl_support="teacher")
+    s = bench.summarise(args, timing, mem)
+    lopd = s["algorithms"]["lopd"]
+    assert lopd["vs_grpo"] == {"median": 2.0, "min": 2.0, "max": 2.0}  # paired: the load moved both alike
+    assert lopd["cpu_vs_grpo"]["median"] == 3.0
+    assert lopd["whole_step_vs_grpo"] == pytest.approx((10 + 5) / (10 + 2.5))
+    assert lopd["peak_memory_vs_grpo"] == 1.5 and lopd["update_memory_vs_grpo"] == 3.0
+    assert lopd["sections"]["student forward"] == {"wall": 2.0, "cpu": 1.5, "faults": 20}
+    assert s["time_ratio_median"] == 2.0 and s["lopd_sections_median"] == {"student forward": 2.0}
+
+
+def test_grpo_is_required():
+    with pytest.raises(SystemExit):
+        bench.main(["--algos", "lopd", "opsd", "--model", "tiny-random"])

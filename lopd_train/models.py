@@ -30,6 +30,7 @@ from typing import Any, Iterator
 import torch
 
 from lopd_envs import assets
+from lopd_envs.chat import clean_message as _clean, tools_already_listed, with_tool_prompt  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -375,39 +376,6 @@ def push_to_hub(folder: Path, repo_id: str, token: str | None = None, private: b
 def template_supports_tools(tokenizer) -> bool:
     template = tokenizer.chat_template or ""
     return "tools" in template if isinstance(template, str) else False
-
-
-def _clean(message: dict[str, Any]) -> dict[str, Any]:
-    out = dict(message)
-    content = out.get("content")
-    if content is None:
-        out["content"] = ""
-    elif not isinstance(content, str):
-        out["content"] = json.dumps(content, ensure_ascii=False)
-    return out
-
-
-def with_tool_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                     syntax: str = "hermes") -> list[dict[str, Any]]:
-    """Put the tool listing into the system prompt (for templates that ignore ``tools=``)."""
-    from lopd_envs.tools import render_tool_prompt
-
-    messages = [_clean(m) for m in messages]
-    if not tools:
-        return messages
-    prompt = render_tool_prompt(tools, syntax=syntax)
-    if messages and messages[0]["role"] == "system":
-        messages[0] = {**messages[0], "content": messages[0]["content"].rstrip() + "\n\n" + prompt}
-    else:
-        messages.insert(0, {"role": "system", "content": prompt})
-    return messages
-
-
-def tools_already_listed(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
-    """Whether the env's own prompt already lists every tool (BFCL's and ACEBench's prompts do)."""
-    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("system", "user"))
-    names = [t.get("function", t).get("name", "") for t in tools]
-    return bool(names) and all(n and n in text for n in names)
 
 
 def render_chat(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,

@@ -1,0 +1,43 @@
+"""The text tool protocol on chat messages, without torch: the tool listing put into the system prompt for
+models and servers that take no ``tools=``. Shared by the trainer's chat rendering
+(:mod:`lopd_train.models`), ``lopd-eval``'s openai backend and the verifiers adapter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lopd_envs.tools import render_tool_prompt
+
+
+def clean_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A message whose content is a string (``None`` becomes "", structured content JSON), as chat
+    templates and servers expect."""
+    out = dict(message)
+    content = out.get("content")
+    if content is None:
+        out["content"] = ""
+    elif not isinstance(content, str):
+        out["content"] = json.dumps(content, ensure_ascii=False)
+    return out
+
+
+def with_tool_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                     syntax: str = "hermes") -> list[dict[str, Any]]:
+    """Put the tool listing into the system prompt (for templates that ignore ``tools=``)."""
+    messages = [clean_message(m) for m in messages]
+    if not tools:
+        return messages
+    prompt = render_tool_prompt(tools, syntax=syntax)
+    if messages and messages[0]["role"] == "system":
+        messages[0] = {**messages[0], "content": messages[0]["content"].rstrip() + "\n\n" + prompt}
+    else:
+        messages.insert(0, {"role": "system", "content": prompt})
+    return messages
+
+
+def tools_already_listed(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
+    """Whether the env's own prompt already lists every tool (BFCL's and ACEBench's prompts do)."""
+    text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("system", "user"))
+    names = [t.get("function", t).get("name", "") for t in tools]
+    return bool(names) and all(n and n in text for n in names)

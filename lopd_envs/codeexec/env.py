@@ -47,6 +47,14 @@ class CodeEnv(AgentEnv):
             self._sandbox_choice = get_sandbox(self._sandbox_choice, allow_unisolated=self.allow_unisolated)
         return self._sandbox_choice
 
+    def close(self) -> None:
+        """Also kill the warm spares of the sandbox this env ran code in: each holds a run folder in
+        ``/dev/shm`` (and a uid slot, a cgroup) that would otherwise stay until the process exits. The
+        sandbox stays usable (an env sharing it starts new spares on its next run)."""
+        if isinstance(self._sandbox_choice, Sandbox):
+            self._sandbox_choice.close()
+        super().close()
+
 
 def isolation_refusal(choice: str | None, allow_unisolated: bool) -> str | None:
     """Why the sandbox choice cannot run code here without an opt-in (None: it can). Only probes, so an

@@ -115,7 +115,7 @@ def decode(x):
         return [decode(i) for i in x]
     if not isinstance(x, dict):
         return x
-    return _build(x, decode)
+    return _checked_build(x, decode)
 
 
 def _same(x):
@@ -189,7 +189,20 @@ def _build_numpy(tag, dtype, shape, items):
 def _hook(d):
     """``json.loads`` object hook: tagged objects become values as the C parser builds the tree (children
     first), so decoding costs no Python recursion. Untagged objects (a request's own fields) stay dicts."""
-    return _build(d, _same) if "$" in d else d
+    return _checked_build(d, _same) if "$" in d else d
+
+
+def _checked_build(x, child):
+    """:func:`_build`, where a malformed tagged object (``{"$": "complex", "v": []}``, a ``dict`` whose items
+    are not pairs ...) is a ``ValueError`` like any other text that is not an encoded value: whoever decodes
+    text the sandbox wrote handles one error type, never an ``IndexError`` from deep inside."""
+    try:
+        return _build(x, child)
+    except (ValueError, RecursionError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the text is malformed, whatever the builder tripped on
+        raise ValueError(f"malformed encoded {str(x.get('$'))[:20]!r} value ({type(exc).__name__}: {exc})"[:300]) \
+            from None
 
 
 def dumps(x):

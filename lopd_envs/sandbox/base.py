@@ -157,6 +157,35 @@ class RunResult:
         return "ok" if self.exit_code == 0 else "error"
 
 
+class OutputBudget:
+    """What a run keeps of its output, shared by every backend: stdout and stderr together at most ``cap``
+    bytes (one budget for both, not one each, so a run never hands back more than ``Limits.output``), stdout
+    also at most ``kept_stdout`` (when a scorer reads it live it keeps its own records). More than ``cap``
+    bytes in all, kept or not, means the run is over (``truncated``)."""
+
+    STDOUT, STDERR = 1, 2
+
+    def __init__(self, cap: int, kept_stdout: int | None = None):
+        self.cap, self.total, self.kept, self.truncated = cap, 0, 0, False
+        self.parts: dict[int, list[bytes]] = {self.STDOUT: [], self.STDERR: []}
+        self.stream_room = {self.STDOUT: cap if kept_stdout is None else min(cap, kept_stdout), self.STDERR: cap}
+
+    def add(self, stream: int, data: bytes) -> bool:
+        """Count ``data`` of ``stream`` and keep what fits; False once the run is over its budget."""
+        room = min(self.stream_room[stream], self.cap - self.kept)
+        if room > 0 and data:
+            piece = data[:room]
+            self.parts[stream].append(piece)
+            self.stream_room[stream] -= len(piece)
+            self.kept += len(piece)
+        self.total += len(data)
+        self.truncated = self.truncated or self.total > self.cap
+        return not self.truncated
+
+    def text(self, stream: int) -> str:
+        return b"".join(self.parts[stream]).decode("utf-8", "replace")
+
+
 class SandboxUnavailable(RuntimeError):
     """The backend cannot run on this machine (tool missing, engine unreachable, no usable Python)."""
 

@@ -1,13 +1,22 @@
 """Bubblewrap backend: the default on Linux (Debian package ``bubblewrap``).
 
 Each run gets new user, PID, network, IPC, UTS and cgroup namespaces (only ``lo``: connect fails with
-ENETUNREACH), a root made of read-only binds of exactly the interpreter's folders (not ``/``: the sandbox
+ENETUNREACH), a root made of read-only binds of exactly what the interpreter loads (not ``/``: the sandbox
 user may map to host root, so binding ``/`` would expose ``/root``), a private size-capped ``/tmp``, a
 fresh ``/proc`` and ``/dev``, and a scrubbed environment; the sandbox's own root is remounted read-only
 (otherwise it is a writable, unbounded tmpfs). When the caller is root, bubblewrap itself is
 started under a throw-away unprivileged host uid (one per concurrent run): RLIMIT_NPROC is not enforced
 for root, and an unprivileged owner also cannot read root's files even through ``/proc``. Inside, the
 program runs as uid 65534 (nobody) with no capabilities and nested user namespaces disabled.
+
+What the root holds is the interpreter's binary, its standard library's folders and, file by file, the
+shared libraries it and its extension modules link (:mod:`.interpreter`; not the host's library folders,
+and not OpenSSL's libraries: no network, and ``hashlib`` uses its built-in algorithms). What a program can
+still learn of the host, and why it stays: the kernel's version and command line (``uname()`` is answered
+by the kernel whatever is mounted, so hiding ``/proc/version`` and ``/proc/cmdline`` would hide nothing);
+the name of its run folder and its slot uid (``/proc/self/mountinfo`` lists the source of every mount and
+the owner of the tmpfs mounts, and ``/proc`` is mounted because interpreters and libraries read it). None
+of them is a secret: the folder name is random and the slot uid owns nothing outside the sandbox.
 
 Memory the rlimits cannot see is capped too: ``/dev/shm`` and ``/tmp`` are their own size-capped tmpfs, a
 seccomp filter (:mod:`.seccomp`) refuses memfd, SysV IPC and sockets, ``RLIMIT_NOFILE`` bounds pipe and
@@ -100,6 +109,8 @@ class BubblewrapSandbox(SpareSandbox):
             cmd += ["--ro-bind", path, path]
         for src, dest in self.extra_ro_binds.items():
             cmd += ["--ro-bind", src, dest]
+        for lib in _libraries_of_binds(tuple(self.extra_ro_binds), self.python.paths):
+            cmd += ["--ro-bind", lib, lib]
         shell = init_shell(self.python) if as_pid_1 and not program_is_init else None
         if shell is not None:
             cmd += ["--ro-bind", shell, shell]
@@ -160,11 +171,16 @@ def init_shell(python: interpreter.Interpreter) -> str | None:
         real = os.path.realpath(name)
         if not interpreter.world_usable(real):
             continue
-        mounted = [p for p in python.paths if os.path.isdir(p)]
-        libs = {lib for lib in interpreter.shared_libraries([real]) if os.path.realpath(lib) == lib}
-        if all(any(lib.startswith(folder + "/") for folder in mounted) for lib in libs):
+        if not interpreter.unmounted_libraries([real], python.paths):
             return real
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _libraries_of_binds(folders: tuple[str, ...], mounted: tuple[str, ...]) -> tuple[str, ...]:
+    """The host libraries the extra binds' compiled modules need beyond the interpreter's (numpy:
+    libstdc++, libgcc_s), found once per set of binds."""
+    return interpreter.libraries_under(folders, mounted) if folders else ()
 
 
 @functools.lru_cache(maxsize=None)

@@ -56,8 +56,8 @@ from pathlib import Path
 
 from lopd_envs.sandbox import docker_server as wire
 
-from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, RunResult, Sandbox, SandboxUnavailable,
-                                    looks_out_of_memory)
+from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, OutputBudget, RunResult, Sandbox,
+                                    SandboxUnavailable, looks_out_of_memory)
 from lopd_envs.sandbox.docker_image import PATH, default_tag
 from lopd_envs.sandbox.interpreter import Interpreter
 from lopd_envs.sandbox.runner import STREAMED_STDOUT_KEPT
@@ -440,8 +440,7 @@ class DockerSandbox(Sandbox):
         args = limits.rlimit_args()
         args[3] = "-1"  # RLIMIT_NPROC counts uid 65534 across every container: the pids cgroup limits it
         channel = warm.channel
-        output = _Output(limits.output, kept_stdout=limits.output if interact is None else
-                         min(limits.output, STREAMED_STDOUT_KEPT))
+        output = OutputBudget(limits.output, None if interact is None else STREAMED_STDOUT_KEPT)
         feed = _Feed(stdin, close=interact is None)
         start = time.monotonic()
         channel.queue(wire.RUN, "\0".join([*args, "/sandbox/main.py"]).encode())
@@ -503,25 +502,6 @@ class DockerSandbox(Sandbox):
     @classmethod
     def probe(cls, image: str | None = None) -> str | None:
         return _probe(image or default_image())
-
-
-class _Output:
-    """A run's stdout and stderr within the output budget: ``cap`` bounds all output (the run is killed past
-    it); ``kept_stdout`` is how much stdout is also kept when a scorer reads it live."""
-
-    def __init__(self, cap: int, kept_stdout: int):
-        self.cap, self.total, self.truncated = cap, 0, False
-        self.parts: dict[int, list[bytes]] = {1: [], 2: []}
-        self.room = {1: kept_stdout, 2: cap}
-
-    def add(self, kind: int, payload: bytes) -> None:
-        self.parts[kind].append(payload[:max(self.room[kind], 0)])
-        self.room[kind] -= len(payload)
-        self.total += len(payload)
-        self.truncated = self.truncated or self.total > self.cap
-
-    def text(self, kind: int) -> str:
-        return b"".join(self.parts[kind]).decode("utf-8", "replace")
 
 
 class _Feed:

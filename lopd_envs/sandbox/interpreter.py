@@ -3,8 +3,9 @@
 Resolved once per process: a pyenv ``python3`` shim costs ~200 ms per start and a venv interpreter under
 ``/root`` is unreadable for the unprivileged sandbox uid, so we look for a real interpreter binary that
 the sandbox uid can execute, preferring the caller's own minor version (same semantics as the scorer's
-reference run), and list exactly the folders it loads from: its binary, its standard library and the
-shared libraries they link. Nothing else of the host is mounted.
+reference run), and list exactly what it loads: its binary, its standard library's folders and the shared
+libraries they link, file by file (OpenSSL's excepted, see :data:`UNMOUNTED_MODULES`). Nothing else of the
+host is mounted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 ENV_PYTHON = "LOPD_SANDBOX_PYTHON"
 
@@ -61,8 +63,9 @@ def world_usable(path: str) -> bool:
         return False
 
 
-def shared_libraries(binaries: list[str]) -> set[str]:
-    """Host paths of the shared libraries the binaries link (``ldd``), both as linked and resolved."""
+def shared_libraries(binaries: list[str], resolved: bool = True) -> set[str]:
+    """Host paths of the shared libraries the binaries link (``ldd``), as linked and (``resolved``) also
+    with every link resolved."""
     libs: set[str] = set()
     if not shutil.which("ldd"):
         return libs
@@ -70,12 +73,21 @@ def shared_libraries(binaries: list[str]) -> set[str]:
         out = subprocess.run(["ldd", *binaries[chunk:chunk + 64]], capture_output=True, text=True).stdout
         for path in re.findall(r"(/[^\s()]+\.so[^\s()]*)", out):
             libs.add(path)
-            libs.add(os.path.realpath(path))
+            if resolved:
+                libs.add(os.path.realpath(path))
     return libs
 
 
+#: Standard-library extension modules whose libraries are not mounted: OpenSSL's. The sandbox has no network
+#: (``ssl`` is of no use there), and ``hashlib`` falls back to its built-in md5, sha1, sha2, sha3 and blake2
+#: when ``_hashlib`` cannot load; the host's libssl and libcrypto stay out of the sandbox.
+UNMOUNTED_MODULES = ("_ssl.", "_hashlib.")
+
+
 def describe(executable: str) -> Interpreter:
-    """Ask ``executable`` where its library lives and collect what it needs on the host."""
+    """Ask ``executable`` where its library lives and collect what it needs on the host: its standard
+    library's folders, and the shared libraries it and its extension modules link, file by file (not their
+    folders: ``/usr/lib/x86_64-linux-gnu`` holds every library of the host)."""
     out = subprocess.run([executable, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=30,
                          env={"PATH": "/usr/bin:/bin"})
     if out.returncode != 0:
@@ -83,11 +95,12 @@ def describe(executable: str) -> Interpreter:
     info = json.loads(out.stdout)
     stdlib = {os.path.realpath(info["stdlib"]), os.path.realpath(info["platstdlib"])}
     dynload = [p for p in info["path"] if p.endswith("lib-dynload") and os.path.isdir(p)]
-    modules = [str(f) for d in dynload for f in Path(d).glob("*.so")]
-    libs = shared_libraries([executable, *modules])
-    folders = {os.path.dirname(lib) for lib in libs} | stdlib | set(map(os.path.realpath, dynload))
+    modules = [str(f) for d in dynload for f in Path(d).glob("*.so") if not f.name.startswith(UNMOUNTED_MODULES)]
+    folders = _minimal(stdlib | set(map(os.path.realpath, dynload)))
+    libs = {lib for lib in _minimal(shared_libraries([executable, *modules], resolved=False), keep_nested=True)
+            if not any(lib.startswith(folder + "/") for folder in folders)}  # a bind of a link binds its target
     # zipped stdlib, if any (python311.zip) and the binary itself
-    paths = sorted(_minimal(folders)) + [executable]
+    paths = sorted(folders) + sorted(libs) + [executable]
     links = []
     for top in ("/lib", "/lib64", "/lib32", "/libx32", "/bin"):
         if os.path.islink(top):
@@ -95,8 +108,9 @@ def describe(executable: str) -> Interpreter:
     return Interpreter(executable, tuple(info["version"]), tuple(paths), tuple(links))
 
 
-def _minimal(folders: set[str]) -> set[str]:
-    """Drop folders already covered by a parent in the set, and paths hidden behind top-level links."""
+def _minimal(folders: set[str], keep_nested: bool = False) -> set[str]:
+    """Paths hidden behind top-level links (``/lib`` -> ``usr/lib``) as their real folder's, and (unless
+    ``keep_nested``) without those already covered by a parent folder in the set."""
     keep = set()
     for f in folders:
         real = f
@@ -104,7 +118,24 @@ def _minimal(folders: set[str]) -> set[str]:
             if os.path.islink(top) and (f == top or f.startswith(top + "/")):
                 real = os.path.realpath(top) + f[len(top):]
         keep.add(real)
-    return {f for f in keep if not any(f != o and f.startswith(o + "/") for o in keep)}
+    return keep if keep_nested else {f for f in keep if not any(f != o and f.startswith(o + "/") for o in keep)}
+
+
+def unmounted_libraries(binaries: Sequence[str], mounted: Sequence[str]) -> tuple[str, ...]:
+    """The libraries ``binaries`` link (as linked, top-level links resolved) that ``mounted`` does not
+    provide: neither one of its files nor under one of its folders."""
+    found = _minimal(shared_libraries(list(binaries), resolved=False), keep_nested=True) if binaries else set()
+    folders = [m.rstrip("/") for m in mounted if os.path.isdir(m)]
+    return tuple(sorted(lib for lib in found
+                        if lib not in mounted and not any(lib.startswith(folder + "/") for folder in folders)))
+
+
+def libraries_under(folders: Sequence[str], mounted: Sequence[str]) -> tuple[str, ...]:
+    """What the extension modules under ``folders`` (extra read-only binds, such as numpy) link from the host
+    beyond ``mounted`` and themselves: a package's compiled parts keep working when only the interpreter's
+    own libraries are mounted, file by file."""
+    modules = [str(f) for folder in folders for f in Path(folder).rglob("*.so*") if f.is_file()]
+    return unmounted_libraries(modules, (*mounted, *folders))
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from lopd_envs.sandbox import cgroup
-from lopd_envs.sandbox.base import Interact, Limits, RunResult, as_user, looks_out_of_memory
+from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user, looks_out_of_memory
 
 #: With a streaming ``interact`` the scorer reads the records; only this much stdout is also kept.
 STREAMED_STDOUT_KEPT = 1 << 20
@@ -146,10 +146,8 @@ class _Pump:
         if callable(started):  # the scorer's clock opens when the program exists, not when it was asked for
             started()
         self.out_fd, self.err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-        self.chunks: dict[int, list[bytes]] = {self.out_fd: [], self.err_fd: []}
-        self.kept = {self.out_fd: 0, self.err_fd: 0}
-        self.total = 0
-        self.timed_out = self.truncated = self.stopped = False
+        self.output = OutputBudget(limits.output, None if interact is None else STREAMED_STDOUT_KEPT)
+        self.timed_out = self.stopped = False
         self.error: str | None = None
         self.writer: threading.Thread | None = None
 
@@ -193,15 +191,13 @@ class _Pump:
             except subprocess.TimeoutExpired:
                 pass
 
+    @property
+    def truncated(self) -> bool:
+        return self.output.truncated
+
     def _take(self, fd: int, data: bytes) -> bool:
-        """Keep ``data`` within the caps and show stdout to the scorer; False when the run must end."""
-        keep = self.limits.output if fd == self.err_fd or self.interact is None else \
-            min(self.limits.output, STREAMED_STDOUT_KEPT)
-        room = keep - self.kept[fd]
-        if room > 0:
-            self.chunks[fd].append(data[:room])
-            self.kept[fd] += min(room, len(data))
-        self.total += len(data)
+        """Keep ``data`` within the output budget and show stdout to the scorer; False when the run must end."""
+        within = self.output.add(OutputBudget.STDOUT if fd == self.out_fd else OutputBudget.STDERR, data)
         if self.interact is not None and fd == self.out_fd:
             try:
                 answer = self.interact(data)
@@ -209,14 +205,10 @@ class _Pump:
                 self.error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
                 return False
             _answer(self.proc, answer)
-        if self.total > self.limits.output:
-            self.truncated = True
-            return False
-        return True
+        return within
 
     def text(self) -> tuple[str, str]:
-        return (b"".join(self.chunks[self.out_fd]).decode("utf-8", "replace"),
-                b"".join(self.chunks[self.err_fd]).decode("utf-8", "replace"))
+        return self.output.text(OutputBudget.STDOUT), self.output.text(OutputBudget.STDERR)
 
     def close(self) -> None:
         if self.writer is not None:

@@ -14,12 +14,14 @@ and each turn checked) fed the same decoded calls.
 
     python benchmarks/env_throughput.py [--repeat 15] [--json out.json]
 
-Timing: the two sides of a ratio are timed in interleaved repetitions (bare, env, env, bare, bare, env...:
-the order alternates, so neither side always runs first after the other has warmed the caches) and each
-repetition's ratio is the env pass over the bare pass next to it. On a shared machine the load moves from
-one minute to the next; interleaving makes both sides of one ratio see the same load, and the median
-over repetitions with its range (min-max) shows how much it still moved. The load average is printed
-before and after each part. Throughputs are medians over the repetitions.
+Timing: each repetition is a pass of each side over all the work, cut in ``--chunks`` slices that are run
+interleaved (slice 0 bare then env, slice 1 env then bare, ...: neither side always runs first after the
+other has warmed the caches), and the repetition's ratio is the env's time over the bare scorer's. On a
+shared machine the load moves from one second to the next; slices of ~50 ms run side by side make both
+sides of one ratio see the same load, and the median over repetitions with its range (min-max) shows how
+much it still moved. The ratio is given in wall time and in CPU time (this process's user+sys, which does
+not count the time other jobs held the CPU). The load average is printed before and after each part.
+Throughputs are medians over the repetitions.
 
 Measured 2026-12-03 (the issue-27 revision), 2 cores, ``--repeat 15``: see
 ``benchmarks/results/env_throughput/`` for the output and the load average it ran at.
@@ -60,23 +62,38 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def interleaved(repeat: int, bare: Callable[[], Any], env: Callable[[], Any]) -> dict[str, Any]:
-    """Time ``bare`` and ``env`` in ``repeat`` interleaved repetitions, alternating which runs first (ABBA...),
-    after one untimed pass of each (imports, caches, first-use compilation of the checkers).
+def interleaved(repeat: int, chunks: int, bare: Callable[[int], Any], env: Callable[[int], Any]) -> dict[str, Any]:
+    """Time ``bare`` and ``env`` in ``repeat`` repetitions, each a pass over the work in ``chunks`` slices
+    (``bare(i)`` and ``env(i)`` run slice ``i``), interleaved slice by slice: slice 0 bare then env, slice 1 env
+    then bare, and so on, after one untimed pass of each (imports, caches, first-use compilation of the
+    checkers). A repetition's time per side is the sum over its slices, in wall time and in CPU time.
 
-    Returns the per-repetition wall times of each side and the per-repetition ratios env/bare: a ratio
-    pairs two passes run back to back, so a change in the machine's load between repetitions moves both of
-    its sides, which a ratio of two separately taken best-ofs does not guarantee."""
-    bare(), env()
-    times: dict[str, list[float]] = {"bare": [], "env": []}
-    for rep in range(repeat):
-        order = (("bare", bare), ("env", env)) if rep % 2 == 0 else (("env", env), ("bare", bare))
-        for name, run in order:
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    ratios = [e / b for e, b in zip(times["env"], times["bare"])]
-    return {"bare_s": times["bare"], "env_s": times["env"], "ratios": ratios}
+    Why slices: a whole pass takes about a second, and on a shared machine the share of a CPU this process
+    gets changes on that scale, so two whole passes back to back can still see different loads (measured:
+    paired whole-pass ratios ranged 1.13-3.40 at load average 8.6). Slices of ~50 ms run next to each other,
+    so both sides of a repetition sample the same load. CPU time (user+sys of this process) is the second
+    figure: it counts only the time this process ran, whatever the other jobs did."""
+    def run_all(fn: Callable[[int], Any]) -> None:
+        for i in range(chunks):
+            fn(i)
+    run_all(bare), run_all(env)
+    out: dict[str, list[float]] = {"bare_s": [], "env_s": [], "bare_cpu_s": [], "env_cpu_s": []}
+    for _ in range(repeat):
+        wall = {"bare": 0.0, "env": 0.0}
+        cpu = {"bare": 0.0, "env": 0.0}
+        for i in range(chunks):
+            order = (("bare", bare), ("env", env)) if i % 2 == 0 else (("env", env), ("bare", bare))
+            for name, run in order:
+                start, c0 = time.perf_counter(), time.process_time()
+                run(i)
+                wall[name] += time.perf_counter() - start
+                cpu[name] += time.process_time() - c0
+        for name in ("bare", "env"):
+            out[f"{name}_s"].append(wall[name])
+            out[f"{name}_cpu_s"].append(cpu[name])
+    return {**out, "ratios": [e / b for e, b in zip(out["env_s"], out["bare_s"])],
+            "cpu_ratios": [e / b if b else float("nan") for e, b in zip(out["env_cpu_s"], out["bare_cpu_s"])],
+            "chunks": chunks}
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -85,15 +102,22 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def summarise(timed: dict[str, Any], steps: int, load_before: list[float]) -> dict[str, Any]:
-    """Per-side steps/s (median and range over repetitions), the paired ratio's median and range, and the
-    env's overhead per step from the medians."""
+    """Per-side steps/s (median and range over repetitions), the paired ratio's median and range in wall and
+    in CPU time, and the env's overhead per step."""
     bare_rate = [steps / t for t in timed["bare_s"]]
     env_rate = [steps / t for t in timed["env_s"]]
     over = [(e - b) / steps * 1e6 for e, b in zip(timed["env_s"], timed["bare_s"])]
+    over_cpu = [(e - b) / steps * 1e6 for e, b in zip(timed["env_cpu_s"], timed["bare_cpu_s"])]
     return {"repetitions": len(timed["ratios"]), "bare_steps_per_s": spread(bare_rate),
             "env_steps_per_s": spread(env_rate), "env_over_bare": spread(timed["ratios"]),
-            "overhead_us_per_step": spread(over), "raw": timed,
+            "env_over_bare_cpu": spread(timed["cpu_ratios"]), "overhead_us_per_step": spread(over),
+            "overhead_cpu_us_per_step": spread(over_cpu), "raw": timed,
             "load_average": {"before": load_before, "after": load_average()}}
+
+
+def slices(n: int, chunks: int) -> list[range]:
+    """``chunks`` contiguous index ranges covering ``range(n)``, as equal as can be."""
+    return [range(n * i // chunks, n * (i + 1) // chunks) for i in range(chunks)]
 
 
 def single_turn_answer(item) -> Any:
@@ -105,36 +129,39 @@ def single_turn_answer(item) -> Any:
     return as_text(calls) if item.language == "Python" else as_structured(calls)
 
 
-def bench_single_turn(repeat: int) -> dict[str, Any]:
+def bench_single_turn(repeat: int, chunks: int) -> dict[str, Any]:
     load_before = load_average()
     env = gym.make("lopd/BFCLv3-v0", category=list(SINGLE_TURN)).unwrapped
     cases = [(t.task_id, t.data, single_turn_answer(t.data)) for t in env.tasks]
+    parts = slices(len(cases), chunks)
 
-    def bare() -> None:
-        for _, item, action in cases:
+    def bare(i: int) -> None:
+        for k in parts[i]:
+            _, item, action = cases[k]
             decoded, error = decode_action(parse_action(action), item, False)
             score_single_turn(decoded, error, item.functions, item.answer, item.category, item.language)
 
-    rewards: list[float] = []
+    rewards: dict[int, float] = {}
 
-    def through_env() -> None:
-        rewards.clear()
-        for task_id, _, action in cases:
-            env.reset(options={"task_id": task_id})
-            rewards.append(env.step(action)[1])
+    def through_env(i: int) -> None:
+        for k in parts[i]:
+            env.reset(options={"task_id": cases[k][0]})
+            rewards[k] = env.step(cases[k][2])[1]
 
-    out = summarise(interleaved(repeat, bare, through_env), len(cases), load_before)
-    return {"tasks": len(cases), "steps": len(cases), "solved": sum(r == 1.0 for r in rewards), **out}
+    out = summarise(interleaved(repeat, chunks, bare, through_env), len(cases), load_before)
+    return {"tasks": len(cases), "steps": len(cases), "solved": sum(r == 1.0 for r in rewards.values()), **out}
 
 
-def bench_multi_turn(repeat: int) -> dict[str, Any]:
+def bench_multi_turn(repeat: int, chunks: int) -> dict[str, Any]:
     load_before = load_average()
     env = gym.make("lopd/BFCLv3-v0", category=list(MULTI_TURN)).unwrapped
     episodes = [(t.task_id, t.data, multi_turn_gold_actions(t.data.entry, t.data.answer, "text")) for t in env.tasks]
     steps = sum(len(actions) for _, _, actions in episodes)
+    parts = slices(len(episodes), chunks)
 
-    def bare() -> None:
-        for _, item, _ in episodes:
+    def bare(i: int) -> None:
+        for k in parts[i]:
+            item = episodes[k][1]
             scorer = MultiTurnScorer(item.entry, item.answer, None)
             for turn in item.answer:
                 if turn:
@@ -142,20 +169,20 @@ def bench_multi_turn(repeat: int) -> dict[str, Any]:
                 scorer.end_turn()
             scorer.result(False)
 
-    rewards: list[float] = []
+    rewards: dict[int, float] = {}
 
-    def through_env() -> None:
-        rewards.clear()
-        for task_id, _, actions in episodes:
+    def through_env(i: int) -> None:
+        for k in parts[i]:
+            task_id, _, actions = episodes[k]
             env.reset(options={"task_id": task_id})
             for action in actions:
                 _, reward, terminated, truncated, _ = env.step(action)
                 if terminated or truncated:
                     break
-            rewards.append(reward)
+            rewards[k] = reward
 
-    out = summarise(interleaved(repeat, bare, through_env), steps, load_before)
-    return {"episodes": len(episodes), "steps": steps, "solved": sum(r == 1.0 for r in rewards), **out}
+    out = summarise(interleaved(repeat, chunks, bare, through_env), steps, load_before)
+    return {"episodes": len(episodes), "steps": steps, "solved": sum(r == 1.0 for r in rewards.values()), **out}
 
 
 def report_line(kind: str, r: dict[str, Any]) -> str:
@@ -165,23 +192,26 @@ def report_line(kind: str, r: dict[str, Any]) -> str:
     load = r["load_average"]
     return (f"BFCL-v3 {kind}: env {fmt(r['env_steps_per_s'], ',.0f')} steps/s; baseline (bare scorer) "
             f"{fmt(r['bare_steps_per_s'], ',.0f')} steps/s; env/bare time ratio {fmt(r['env_over_bare'], '.2f')} "
-            f"(median (min-max) of {r['repetitions']} interleaved repetitions, each ratio paired); overhead "
-            f"+{fmt(r['overhead_us_per_step'], '.0f')} µs/step; solved {r['solved']}/"
+            f"(median (min-max) of {r['repetitions']} repetitions interleaved in {r['raw']['chunks']} slices, each ratio "
+            f"paired), in CPU time {fmt(r['env_over_bare_cpu'], '.2f')}; overhead "
+            f"+{fmt(r['overhead_us_per_step'], '.0f')} µs/step (CPU +{fmt(r['overhead_cpu_us_per_step'], '.0f')}); solved {r['solved']}/"
             f"{r.get('tasks', r.get('episodes'))}; load average {' '.join(map(str, load['before']))} -> "
             f"{' '.join(map(str, load['after']))}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=15, help="interleaved repetitions of each side")
+    parser.add_argument("--repeat", type=int, default=15, help="repetitions of each side")
+    parser.add_argument("--chunks", type=int, default=20, help="slices a pass is cut in, interleaved slice by slice")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
+    if args.repeat < 1 or args.chunks < 1:
+        parser.error("--repeat and --chunks must be at least 1")
     results = {"machine": f"{platform.python_implementation()} {platform.python_version()} on "
                           f"{platform.machine()}, {os.cpu_count()} CPUs",
                "command": "python benchmarks/env_throughput.py " + " ".join(sys.argv[1:] if argv is None else argv),
-               "single_turn": bench_single_turn(args.repeat), "multi_turn": bench_multi_turn(args.repeat)}
+               "single_turn": bench_single_turn(args.repeat, args.chunks),
+               "multi_turn": bench_multi_turn(args.repeat, args.chunks)}
     print(results["machine"])
     for kind, r in (("single turn", results["single_turn"]), ("multi turn", results["multi_turn"])):
         print(report_line(kind, r))

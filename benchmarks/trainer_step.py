@@ -56,7 +56,6 @@ back) and samples the batch's completions from the model itself.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics

@@ -4,24 +4,11 @@ float rounding, and the bounds' arithmetic. One smoke run on the tiny random mod
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_loader import load_benchmark
 
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("generation_bench", ROOT / "benchmarks" / "generation.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_benchmark("generation")
 
 
 def test_decode_seconds_starts_after_the_last_prefill_forward():

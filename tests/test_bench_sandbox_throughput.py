@@ -9,13 +9,14 @@ imports by those): both clocks run around the same work, so the margin holds on 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.bench_loader import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 IDLE_S = 20.0  # evalplus 0.3.1's checker sleeps 20 s at a time
@@ -42,14 +43,7 @@ def evaluate(dataset, samples, i_just_wanna_run=False, parallel=None, **kwargs):
 ''' % IDLE_S
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("sandbox_throughput", ROOT / "benchmarks" / "sandbox_throughput.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_benchmark("sandbox_throughput")
 
 
 @pytest.fixture

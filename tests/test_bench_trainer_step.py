@@ -7,25 +7,13 @@ nothing is asserted about how long anything took."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.bench_loader import load_benchmark
 
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("trainer_step_bench", ROOT / "benchmarks" / "trainer_step.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+bench = load_benchmark("trainer_step")
 
 
 def worker_args(**kw) -> list[str]:

@@ -105,12 +105,9 @@ class BubblewrapSandbox(SpareSandbox):
                "--cap-drop", "ALL"]
         for target, link in self.python.symlinks:
             cmd += ["--symlink", target, link]
-        for path in self.python.paths:
-            cmd += ["--ro-bind", path, path]
+        cmd += mounts(self.python, tuple(self.extra_ro_binds))
         for src, dest in self.extra_ro_binds.items():
             cmd += ["--ro-bind", src, dest]
-        for lib in _libraries_of_binds(tuple(self.extra_ro_binds), self.python.paths):
-            cmd += ["--ro-bind", lib, lib]
         shell = init_shell(self.python) if as_pid_1 and not program_is_init else None
         if shell is not None:
             cmd += ["--ro-bind", shell, shell]
@@ -177,10 +174,21 @@ def init_shell(python: interpreter.Interpreter) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _libraries_of_binds(folders: tuple[str, ...], mounted: tuple[str, ...]) -> tuple[str, ...]:
-    """The host libraries the extra binds' compiled modules need beyond the interpreter's (numpy:
-    libstdc++, libgcc_s), found once per set of binds."""
-    return interpreter.libraries_under(folders, mounted) if folders else ()
+def mounts(python: interpreter.Interpreter, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ``--ro-bind`` arguments of the interpreter: its folders and binary at their host paths, and its
+    shared libraries, with those that the compiled modules under the ``extra`` binds need (numpy: libstdc++,
+    libgcc_s), through one gathered folder per library folder (:func:`.interpreter.library_binds`).
+    Computed once per interpreter and set of extra binds."""
+    libraries = set(python.libraries)
+    if extra:
+        libraries.update(interpreter.libraries_under(extra, python.paths))
+    args = []
+    for path in python.paths:
+        if path not in libraries:
+            args += ["--ro-bind", path, path]
+    for src, dest in interpreter.library_binds(sorted(libraries)):
+        args += ["--ro-bind", src, dest]
+    return args
 
 
 @functools.lru_cache(maxsize=None)
@@ -199,8 +207,7 @@ def _probe() -> str | None:
                 "--as-pid-1", "--die-with-parent"]
         for target, link in python.symlinks:
             args += ["--symlink", target, link]
-        for path in python.paths:
-            args += ["--ro-bind", path, path]
+        args += mounts(python)
         args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--",
                  python.executable, "-I", "-S", "-c", "import json, math, re, collections; print('ok')"]
         out = subprocess.run(args, capture_output=True, text=True, timeout=30, env={}, **ids)

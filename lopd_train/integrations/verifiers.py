@@ -1,0 +1,165 @@
+"""Any lopd env as a verifiers environment (the ``load_environment`` convention of verifiers' classic API,
+``vf.MultiTurnEnv``; verifiers 0.1.9 to 0.3.x), so verifiers' own rollout loop, ``vf-eval`` and the trainers
+built on it (prime-rl, verifiers' GRPO) can use it:
+
+    import verifiers as vf
+    env = vf.load_environment("lopd_train.integrations.verifiers", env="lopd/BFCLv3-v0", category="simple")
+    results = env.evaluate_sync(client=vf.ClientConfig(api_base_url="http://127.0.0.1:8000/v1",
+                                                       api_key_var="MY_KEY"), model="my-model", num_examples=8)
+
+What maps to what: one dataset row per task of the lopd env (``prompt``: the env's opening messages;
+``info``: the lopd id, the task id and, for native tool calling, the task's own ``tool_defs``, since every
+BFCL or ACEBench task brings its own functions); per rollout a fresh lopd env is reset to that task, each
+model reply is the env's action (native ``tool_calls`` as the structured action, or text, which the env
+parses), and the env's answer comes back as tool messages (paired with the call ids) or a user message.
+When the lopd env ends the episode, ``final_env_response`` ends the rollout, and the reward is the env's own
+outcome score (reward function ``lopd_reward``; metric ``lopd_success``). ``tool_mode="text"`` sends no
+``tool_defs`` and lists the tools in the system prompt instead (lopd's text protocol), for servers without
+native tool calling.
+
+Limits: verifiers 0.4 replaced this API with ``verifiers.v1`` (tasksets, harness programs run through
+``uv``); this module does not target it. And the pip resolver cannot install verifiers beside lopd's
+evalplus pin: every verifiers release depends on ``prime-sandboxes`` (``protobuf>=6.31.1``) while evalplus
+0.3.1 depends on ``google-generativeai`` (``protobuf<6``), which lopd never imports; install with uv and an
+override (``uv pip install lopd "verifiers<0.4" --override <(echo "protobuf>=6.31.1")``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Sequence
+
+import gymnasium as gym
+import verifiers as vf
+from datasets import Dataset
+
+import lopd_envs
+from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
+
+TOOL_MODES = ("native", "text")
+
+
+def _tool_def(schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI function schema as verifiers' provider-agnostic tool definition."""
+    fn = schema.get("function", schema)
+    return {"name": fn["name"], "description": fn.get("description") or "",
+            "parameters": fn.get("parameters") or {"type": "object", "properties": {}}}
+
+
+def task_rows(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str] | None, tool_mode: str,
+              tool_syntax: str) -> Dataset:
+    """One row per task: the opening messages as ``prompt``, the ids (and native tool definitions) in
+    ``info`` (JSON text: tool schemas differ per task, which a typed Arrow column cannot hold)."""
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        ids = list(tasks) if tasks is not None else [t.task_id for t in env.unwrapped.tasks]
+        rows: dict[str, list] = {"prompt": [], "answer": [], "info": []}
+        for task_id in ids:
+            obs, info = env.reset(options={"task_id": task_id})
+            tools = info.get("tools") or []
+            native = tool_mode == "native" and tools
+            listed = native or tools_already_listed(obs, tools)
+            prompt = [clean_message(m) for m in obs] if listed else with_tool_prompt(obs, tools, tool_syntax)
+            rows["prompt"].append([{"role": m["role"], "content": m["content"]} for m in prompt])
+            rows["answer"].append("")
+            extra = {"tool_defs": [_tool_def(t) for t in tools]} if native else {}
+            rows["info"].append(json.dumps({"lopd_env": env_id, "task_id": info["task_id"], **extra}))
+    finally:
+        env.close()
+    return Dataset.from_dict(rows)
+
+
+def _action(message: Any) -> Any:
+    """The model's reply as the lopd env's action: its native tool calls as the structured action (arguments
+    decoded when they are JSON), else its text."""
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content or "")
+    calls = getattr(message, "tool_calls", None) or []
+    if not calls:
+        return content or ""
+    structured = []
+    for call in calls:
+        try:
+            arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError:
+            arguments = call.arguments  # the env answers undecodable arguments with an error observation
+        structured.append({"name": call.name, "arguments": arguments})
+    return {"role": "assistant", "content": content or "", "tool_calls": structured}
+
+
+def _answer(observation: list[dict[str, Any]], call_ids: list[str]) -> list[dict[str, Any]]:
+    """The env's new messages in the wire format: a tool result answers the next pending call id; without
+    one (text mode, or more results than calls) it becomes a user message naming the tool."""
+    out, pending = [], list(call_ids)
+    for m in observation:
+        content = m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
+        if m.get("role") == "tool" and pending:
+            out.append({"role": "tool", "tool_call_id": pending.pop(0), "content": content})
+        elif m.get("role") == "tool":
+            out.append({"role": "user", "content": f"[{m.get('name') or 'tool'} result] {content}"})
+        else:
+            out.append({"role": "user", "content": content})
+    return out
+
+
+class LopdVerifiersEnv(vf.MultiTurnEnv):
+    """Each rollout plays one lopd episode: a fresh env per rollout (lopd envs are cheap to make and keep
+    no state between instances), closed when verifiers cleans the rollout up."""
+
+    def __init__(self, lopd_env: str, env_kwargs: dict[str, Any], **kwargs: Any):
+        self.lopd_env, self.lopd_kwargs = lopd_env, dict(env_kwargs)
+        self._live: dict[str, Any] = {}
+        super().__init__(**kwargs)
+
+    async def setup_state(self, state: vf.State) -> vf.State:
+        info = state["info"] if isinstance(state["info"], dict) else json.loads(state["info"])
+        env = await asyncio.to_thread(gym.make, self.lopd_env, **self.lopd_kwargs)
+        await asyncio.to_thread(env.reset, options={"task_id": info["task_id"]})
+        self._live[state["trajectory_id"]] = env
+        state["lopd_reward"], state["lopd_success"], state["lopd_score"] = 0.0, False, None
+        return state
+
+    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
+        env = self._live[state["trajectory_id"]]
+        reply = messages[-1]
+        action = _action(reply)
+        obs, reward, terminated, truncated, info = await asyncio.to_thread(env.step, action)
+        answer = _answer(obs, [c.id for c in (getattr(reply, "tool_calls", None) or [])])
+        if terminated or truncated:
+            trace = info.get("trace")
+            state["lopd_reward"] = float(reward)
+            state["lopd_success"] = bool(getattr(trace, "success", False))
+            state["lopd_score"] = json.loads(json.dumps(info.get("score"), default=str))
+            state["final_env_response"] = answer or [{"role": "user", "content": "[episode over]"}]
+        return answer
+
+    @vf.cleanup
+    async def close_lopd_env(self, state: vf.State) -> None:
+        env = self._live.pop(state.get("trajectory_id"), None)
+        if env is not None:
+            await asyncio.to_thread(env.close)
+
+
+async def lopd_reward(state: vf.State, **kwargs: Any) -> float:
+    """The lopd env's outcome score of the episode (0 when it did not end)."""
+    return float(state.get("lopd_reward") or 0.0)
+
+
+async def lopd_success(state: vf.State, **kwargs: Any) -> float:
+    return float(bool(state.get("lopd_success")))
+
+
+def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | None = None, tool_mode: str = "native",
+                     tool_syntax: str = "hermes", max_turns: int = -1, **env_kwargs: Any) -> vf.Environment:
+    """A verifiers environment over the lopd env ``env`` (any registered lopd id), made with ``env_kwargs``
+    (``category=...``, ``language=...``; checked strictly by the env); ``tasks``: task ids to keep (default:
+    all of the selected categories). The parameter is ``env``, not ``env_id``: ``vf.load_environment``
+    takes the module's id as its own first argument."""
+    if tool_mode not in TOOL_MODES:
+        raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
+    gym.register_envs(lopd_envs)
+    dataset = task_rows(env, env_kwargs, tasks, tool_mode, tool_syntax)
+    rubric = vf.Rubric(funcs=[lopd_reward], weights=[1.0])
+    rubric.add_metric(lopd_success)
+    return LopdVerifiersEnv(env, env_kwargs, dataset=dataset, eval_dataset=dataset, rubric=rubric,
+                            max_turns=max_turns, env_id=f"lopd:{env}", env_args={"env": env, **env_kwargs})

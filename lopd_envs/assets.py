@@ -1,4 +1,4 @@
-"""Where benchmark data (and downloaded model files) come from: the mechanism only (DESIGN.md section 6).
+"""Where benchmark data (and downloaded model files) come from: the mechanism only (docs/design.md section 6).
 
 Each suite declares its own files, pinned sources and hashes in its own folder and registers them with
 :func:`register`; this module resolves, downloads and verifies them and lists the declared ones (:func:`benchmarks`).

@@ -1,4 +1,4 @@
-"""The ``AgentEnv`` contract every lopd benchmark env follows (DESIGN.md section 3).
+"""The ``AgentEnv`` contract every lopd benchmark env follows (docs/design.md section 3).
 
 An env is a task list plus an episode factory. The env owns what all benchmarks share (task choice from
 the seed or ``options["task_id"]``, turn limits, action parsing, error observations, the trace, the final
@@ -29,7 +29,7 @@ from lopd_envs.trace import Trace
 log = logging.getLogger(__name__)
 
 SCORING_MODES = ("official", "strict")
-#: The keys ``reset(options=...)`` accepts (DESIGN.md section 3).
+#: The keys ``reset(options=...)`` accepts (docs/design.md section 3).
 RESET_OPTIONS = ("task_id",)
 
 

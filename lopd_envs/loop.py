@@ -2,7 +2,7 @@
 
 The framework supplies one callable, ``agent(messages) -> assistant message`` (or ``agent(messages, tools)``
 when it takes the tool schemas too), sync or ``async``. The loop keeps the conversation in the OpenAI chat
-format the env speaks (DESIGN.md section 3), hands the agent the whole transcript each turn, steps the env
+format the env speaks (docs/design.md section 3), hands the agent the whole transcript each turn, steps the env
 with the agent's answer and stops when the env says the episode is over::
 
     from lopd_envs.loop import run_episode, run_episodes

@@ -1,4 +1,4 @@
-"""The losses of LOPD and its baselines, as pure functions of tensors (DESIGN.md section 7).
+"""The losses of LOPD and its baselines, as pure functions of tensors (docs/design.md section 7).
 
 Nothing here knows about models, adapters or environments: each function takes logits / log-probabilities,
 masks and scalars and returns a tensor, so every term can be checked against a brute-force reference on
@@ -144,7 +144,7 @@ def composer_objective(q_student: torch.Tensor, q_teacher: torch.Tensor, student
                        teacher_logp_y: torch.Tensor, reward: float, beta: float, margin: float = 0.05,
                        latents: torch.Tensor | None = None, anchor_latents: torch.Tensor | None = None,
                        anchor_coef: float = 0.2) -> ComposerTerms:
-    """The composer's loss for one rollout: ``KL + β (m - δ) + λ L_anchor`` (DESIGN.md 7, step 7).
+    """The composer's loss for one rollout: ``KL + β (m - δ) + λ L_anchor`` (docs/design.md section 7, step 7).
 
     * ``KL``: token mean of ``KL(q_S || q_T)`` over the buckets (``q_student`` detached, ``[T, M+1]``);
     * ``δ = (2r - 1) · mean_t (log p_T(y_t) - log p_S(y_t))``, one number per rollout: the teacher's

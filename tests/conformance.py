@@ -1,4 +1,4 @@
-"""The env contract of DESIGN.md section 3 as reusable tests.
+"""The env contract of docs/design.md section 3 as reusable tests.
 
 A suite's test module subclasses :class:`Conformance`, sets ``env_id`` and ``kwargs`` (and optionally
 ``good_action``), and pytest runs every check below against it:

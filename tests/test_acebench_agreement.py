@@ -1,4 +1,4 @@
-"""Agreement with ACEBench's own code, on generated outputs (DESIGN.md: a release criterion).
+"""Agreement with ACEBench's own code, on generated outputs (docs/design.md: a release criterion).
 
 Runs only where a checkout of github.com/ACEBench/ACEBench (commit e6db74b) is named by
 ``ACEBENCH_OFFICIAL_DIR``; its optional dependencies (openpyxl, pandas, wcwidth) are stubbed when

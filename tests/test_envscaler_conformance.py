@@ -1,4 +1,4 @@
-"""``lopd/EnvScaler-v0`` against the env contract (DESIGN.md section 3), in both modes, on lopd's own data."""
+"""``lopd/EnvScaler-v0`` against the env contract (docs/design.md section 3), in both modes, on lopd's own data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The package layout of DESIGN.md section 2, checked so that it cannot drift back: one folder per benchmark
+"""The package layout of docs/design.md section 2, checked so that it cannot drift back: one folder per benchmark
 under ``suites/``, code execution shared through ``codeexec/``, assets declared by the suites, a small core.
 
 The checks read the source (``ast``), so a duplicate helper or a second category list fails here even

@@ -1,4 +1,4 @@
-"""Sandboxed code execution behind one interface (DESIGN.md section 5).
+"""Sandboxed code execution behind one interface (docs/design.md section 5).
 
     from lopd_envs.sandbox import get_sandbox
     sandbox = get_sandbox()                 # best backend that works here: bubblewrap > docker > process

@@ -12,7 +12,11 @@ Kill order matters for zombies. bubblewrap runs as an outer monitor (our child) 
 namespace's init. Killing the monitor first orphans that init, which then becomes a ``[bwrap] <defunct>``
 for the host's PID 1 to reap. So the processes *inside* are killed first (the namespace dies with its
 init), the monitor sees its child exit, exits by itself and is reaped here; it is killed only if it does
-not.
+not. When it is (a loaded machine, a monitor slower than the grace period), or whenever a parent inside
+dies before its child, the orphans go to the nearest child subreaper: usually the host's init, which reaps
+them, but a host that is itself a subreaper or PID 1 (many process supervisors and container inits) is
+handed them and must reap them, or keep them as zombies. :func:`stop` then reaps exactly the run's own
+(:func:`reap_orphans`, by the pids it killed and the run's private uid), never ``waitpid(-1)``.
 """
 
 from __future__ import annotations

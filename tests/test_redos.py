@@ -25,7 +25,7 @@ from lopd_envs.suites.livecodebench.judge import official_extract
 LENGTH = 150_000
 BOUND = 1.0
 
-PREFIXES = ["", "x", "<tool_call>", "```", "```python\n", "[", "[f(a=", "f(", "<think>", "@think@", "# Thought:",
+PREFIXES = ["", "x", "<tool_call>", "```", "```python\n", "[", "[f(a=", "f(", "f(a<", "<think>", "@think@", "# Thought:",
             '{"name": "f", "arguments": ']
 UNITS = [" ", "\n", "[", "(", "{", '"', "\\\"", "`", "```", "<tool_call>", "<tool_call>{", "</tool_call>", "<think>",
          "@think@", "# Thought:", "# Reply:", "a", "a=", "a.", "x=1,", "<A,", "[{", "[f(", "new (", "def f("]
@@ -57,7 +57,13 @@ KNOWN = [
     ("envscaler.parse_reply", "# Thought:", " ", "x"),
     ("acebench.call_like", "", "[", ""),
     ("codeexec.fenced_blocks", "", "```", ""),
+    ("bfcl.decode_java", "f(a=", "<", ")"),  # a lookahead rescanning from every "<"
 ]
+
+
+def test_a_java_type_argument_cannot_be_split_exponentially():
+    """``<`` and 30 letters: the old type-argument regex tried every split of the letters (minutes)."""
+    assert _elapsed(PARSERS["bfcl.decode_java"], "f(a<" + "A" * 30 + ")") < BOUND
 
 
 def _elapsed(parse: Callable[[str], object], text: str) -> float:

@@ -68,7 +68,25 @@ def decode_python(text: str, strict: bool = False) -> Decoded:
 _CALLEE = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\s*\.\s*[A-Za-z_$][\w$]*)*)\s*\(")
 _ASSIGN = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*=(?!=)\s*(.*)$", re.S)
 _OPEN, _CLOSE = "([{", ")]}"
-_GENERIC = re.compile(r"<\s*(?:[A-Z?][\w$.?]*(?:\s*(?:extends|super)\s*[\w$.]+)?\s*(?:,\s*)?)*(?=[\w\s,<>?.]*>)")
+# A ``<`` opens type arguments (``List<String, ? extends T>``) when it is followed by type-argument items
+# and then by a ``>`` reachable through type-argument characters. The items were one regex with a lookahead,
+# ``<\s*(?:[A-Z?][\w$.?]*(?:\s*(?:extends|super)\s*[\w$.]+)?\s*(?:,\s*)?)*(?=[\w\s,<>?.]*>)``: its item loop
+# could split a run of letters in exponentially many ways (``<`` and 30 letters took minutes) and its
+# lookahead rescanned the text from every ``<`` (quadratic). Here every item is atomic and the loop
+# possessive (the same positions are reachable: items never pass a ``<`` or ``>``, and a ``>`` reachable from
+# an earlier position is reachable from a later one), and the lookahead is one precomputed right-to-left
+# pass (:func:`_closing_reachable`).
+_GENERIC_ITEMS = re.compile(r"<\s*(?>[A-Z?][\w$.?]*(?:\s*(?:extends|super)\s*[\w$.]+)?\s*(?:,\s*)?)*+")
+
+
+def _closing_reachable(text: str) -> list[bool]:
+    """For each position, whether a ``>`` is reached from it through type-argument characters only (word
+    characters, whitespace, ``<?.,``: what the old lookahead asked), for all positions in one pass."""
+    reach = [False] * (len(text) + 1)
+    for i in range(len(text) - 1, -1, -1):
+        ch = text[i]
+        reach[i] = ch == ">" or (reach[i + 1] and (ch in "<?.,_" or ch.isalnum() or ch.isspace()))  # \w \s
+    return reach
 
 
 def _code_chars(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
@@ -95,14 +113,17 @@ def _code_chars(text: str, start: int = 0) -> Iterator[tuple[int, str]]:
 def _split_top_level(text: str) -> list[str]:
     """Split on commas outside brackets and string literals; DecodeError on unbalanced input."""
     parts, depth, start = [], [], 0
+    reach: list[bool] | None = None
     for i, ch in _code_chars(text):
         if ch in _OPEN:
             depth.append(ch)
         elif ch in _CLOSE:
             if not depth or depth[-1] == "<" or _OPEN.index(depth.pop()) != _CLOSE.index(ch):
                 raise DecodeError("unbalanced brackets")
-        elif ch == "<" and _GENERIC.match(text, i):
-            depth.append("<")
+        elif ch == "<":
+            reach = _closing_reachable(text) if reach is None else reach
+            if reach[_GENERIC_ITEMS.match(text, i).end()]:
+                depth.append("<")
         elif ch == ">" and depth and depth[-1] == "<":
             depth.pop()
         elif ch == "," and not depth:

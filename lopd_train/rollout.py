@@ -38,6 +38,8 @@ class SamplingConfig:
     tool_syntax: str = "hermes"
     tool_prompt: str = "auto"
     top_m: int = 0  # also record the policy's top-M tokens and log-probs (temperature 1) at each sampled token
+    top_k: int = 0  # sample among the k most likely tokens only (0: all)
+    top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this much probability (1: all)
 
 
 @dataclass
@@ -64,6 +66,7 @@ class Trajectory:
     policy_logprobs: torch.Tensor | None = None  # [N_actions]
     topm_ids: torch.Tensor | None = None  # [N_actions, M]
     topm_logprobs: torch.Tensor | None = None  # [N_actions, M]
+    bank_id: int | None = None  # the experience-bank row this trajectory is (retrieval never returns it for it)
 
     @property
     def n_actions(self) -> int:
@@ -98,21 +101,22 @@ class _Live:
 
 
 def neutral_generation_config(tokenizer, cfg: SamplingConfig):
-    """An explicit generation config with nothing but the sampling itself: pure sampling at
-    ``cfg.temperature`` (or greedy), no top-k/top-p and no logits processors (repetition penalty, n-gram
-    bans, forced or suppressed tokens, minimum lengths...) whatever the model's own ``generation_config``
-    holds. The recorded log-probabilities are then those of the (temperature-scaled) policy itself."""
+    """An explicit generation config with nothing but the sampling itself: sampling at ``cfg.temperature``
+    with ``cfg.top_k``/``cfg.top_p`` (the authors' LOPD samples at 0.7 / 20 / 0.95), or greedy, and no other
+    logits processor (repetition penalty, n-gram bans, forced or suppressed tokens, minimum lengths...)
+    whatever the model's own ``generation_config`` holds. The raw logits are returned too: the recorded
+    log-probability of a sampled token is the temperature-scaled policy's, untruncated (as TRL and verl
+    recompute it), so a top-k/top-p truncation never enters an importance ratio."""
     from transformers import GenerationConfig
 
-    gc = GenerationConfig(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True, output_scores=True,
+    sample = not cfg.greedy
+    gc = GenerationConfig(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True, output_logits=True,
                           pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                           bos_token_id=tokenizer.bos_token_id, repetition_penalty=1.0, no_repeat_ngram_size=0,
-                          min_new_tokens=0, top_k=0, top_p=1.0, typical_p=1.0, epsilon_cutoff=0.0,
-                          eta_cutoff=0.0, encoder_repetition_penalty=1.0, renormalize_logits=False)
-    if cfg.greedy:
-        gc.do_sample, gc.temperature = False, 1.0
-    else:
-        gc.do_sample, gc.temperature = True, cfg.temperature
+                          min_new_tokens=0, do_sample=sample, temperature=cfg.temperature if sample else 1.0,
+                          top_k=cfg.top_k if sample else 0, top_p=cfg.top_p if sample else 1.0, typical_p=1.0,
+                          epsilon_cutoff=0.0, eta_cutoff=0.0, encoder_repetition_penalty=1.0,
+                          renormalize_logits=False)
     return gc
 
 
@@ -177,11 +181,12 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
                              **{cache_kw(model): shared_prefill(model, prompts, ids, attn)},
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
-    scores = torch.stack(out.scores, dim=1).float().cpu()  # [B, T, V], the processed (sampling) logits
-    logps = torch.log_softmax(scores, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+    logits = torch.stack(out.logits, dim=1).float().cpu()  # [B, T, V], raw: no temperature, no truncation
+    scaled = logits if cfg.greedy else logits / cfg.temperature
+    logps = torch.log_softmax(scaled, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
     stats = None
-    if cfg.top_m:  # the policy itself (temperature 1): no warper but the temperature touched the scores
-        policy = torch.log_softmax(scores if cfg.greedy else scores * cfg.temperature, dim=-1)
+    if cfg.top_m:  # the policy itself (temperature 1)
+        policy = torch.log_softmax(logits, dim=-1)
         top = policy.topk(min(cfg.top_m, policy.shape[-1]), dim=-1)
         stats = (policy.gather(-1, new.unsqueeze(-1)).squeeze(-1), top.indices, top.values)
     results = []
@@ -288,17 +293,46 @@ def action_text(action: dict[str, Any], tool_syntax: str = "hermes") -> str:
     return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
 
 
+SEQUENCE_KEY = "sequence"
+
+
+def _prompt_digest(ids: Sequence[int]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(list(map(int, ids))).encode()).hexdigest()
+
+
+def attach_sequence(t: Trajectory) -> None:
+    """Keep a rollout's exact token ids after its prompt (and their action mask) with its trace, under a digest of
+    the prompt, so :func:`replay_trace` can give back exactly what was sampled (an experience's tokens, not a
+    re-rendering of its actions)."""
+    if t.trace is not None:
+        t.trace.metadata[SEQUENCE_KEY] = {"prompt": _prompt_digest(t.input_ids[:t.prompt_len]),
+                                          "ids": list(t.input_ids[t.prompt_len:]),
+                                          "mask": list(t.action_mask[t.prompt_len:])}
+
+
 def replay_trace(env: gym.Env, tokenizer, trace, cfg: SamplingConfig, group: int = 0) -> Trajectory:
-    """A successful trace (e.g. a seeded experience) as a trajectory the trainer can score: the env's own
-    prompt for the task, then one assistant turn per trace step (its action, as the student's tokens) and the
-    step's recorded result as a tool message. Approximate where a turn made several calls (each becomes its
-    own turn) and where results were shortened when recorded; used for cold start."""
+    """A successful trace (e.g. a banked experience) as a trajectory the trainer can score: the env's own
+    prompt for the task, then exactly the tokens the rollout sampled when the trace carries them
+    (:func:`attach_sequence`) and this prompt is the one they followed. Otherwise one assistant turn per trace
+    step (its action, as the student's tokens) and the step's recorded result as a tool message: approximate
+    where a turn made several calls (each becomes its own turn) and where results were shortened when
+    recorded. Used for cold start and the PIG diagnostic."""
     obs, info = env.reset(options={"task_id": trace.task_id})
     tools = info.get("tools") or []
     ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax,
                                                       tool_prompt=cfg.tool_prompt))
     prompt_len = len(ids)
     mask = [0] * len(ids)
+    seq = trace.metadata.get(SEQUENCE_KEY) if isinstance(trace.metadata, dict) else None
+    if seq and seq.get("prompt") == _prompt_digest(ids) and len(seq.get("ids", [])) == len(seq.get("mask", [])):
+        ids, mask = ids + list(seq["ids"]), mask + list(seq["mask"])
+        return Trajectory(env_id=trace.env_id, task_id=trace.task_id, task=trace.task, category=trace.category,
+                          input_ids=ids, action_mask=mask, sample_logprobs=[0.0] * len(ids), prompt_len=prompt_len,
+                          reward=float(trace.reward), success=bool(trace.success), trace=trace,
+                          messages=copy.deepcopy(obs), tools=tools, group=group, turns=max(1, sum(
+                              1 for a, b in zip([0] + seq["mask"], seq["mask"]) if b and not a)))
     for k, step in enumerate(trace.steps):
         toks = models.encode(tokenizer, action_text(step.action, cfg.tool_syntax)) + [tokenizer.eos_token_id]
         ids += toks

@@ -12,7 +12,10 @@ It plugs into the one env loop (:func:`lopd_train.rollout.run_episodes`, ``gener
   ``processed_logprobs`` when the temperature is not 1 and ``raw_logprobs`` otherwise (both the same then),
   and asking for the top-M at another temperature is refused rather than recorded wrongly;
 * **neutral sampling**: ``generation_config="vllm"`` keeps the model folder's defaults (repetition penalty,
-  top-k...) out, as the HF path's ``neutral_generation_config`` does; top-k 0, top-p 1, min-p 0;
+  top-k...) out, as the HF path's ``neutral_generation_config`` does; top-k and top-p are the run's
+  (``--top-k``/``--top-p``), min-p 0. Not measured (no GPU on the development machines): whether vLLM's
+  ``processed_logprobs`` are taken before or after its top-k/top-p truncation; the HF path records the
+  untruncated temperature-scaled log-probability;
 * **weights**: after each update the student adapter is saved to a new folder and served through a
   ``LoRARequest`` with a new integer id per version (vLLM caches adapters by id);
 * **memory**: ``gpu_memory_utilization`` bounds the engine's share of the GPU beside the trainer; with
@@ -183,7 +186,8 @@ class VLLMRollout:
     def sampling_params(self, seed: int):
         cfg = self.cfg
         return self.vllm.SamplingParams(
-            n=1, temperature=0.0 if cfg.greedy else cfg.temperature, top_k=0, top_p=1.0, min_p=0.0,
+            n=1, temperature=0.0 if cfg.greedy else cfg.temperature, top_k=(cfg.top_k or -1) if not cfg.greedy else -1,
+            top_p=cfg.top_p if not cfg.greedy else 1.0, min_p=0.0,
             repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, max_tokens=cfg.max_new_tokens,
             logprobs=max(cfg.top_m, 1), stop_token_ids=[self.tokenizer.eos_token_id], ignore_eos=False,
             skip_special_tokens=False, detokenize=False, seed=seed)

@@ -33,7 +33,9 @@ import torch
 
 from lopd_train import distributed, models
 from lopd_train.context import attach_transcript
-from lopd_train.rollout import SamplingConfig, Trajectory, make_envs, replay_trace, run_episodes, task_ids
+from lopd_train.experience import trace_key
+from lopd_train.rollout import (SamplingConfig, Trajectory, attach_sequence, make_envs, replay_trace, run_episodes,
+                                task_ids)
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,10 @@ class TrainConfig:
     minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
     # -- sampling
     max_new_tokens: int = knob(128, "tokens generated per turn at most")
-    temperature: float = knob(1.0, "sampling temperature (pure sampling: no top-k/top-p, so log-probs are exact)")
+    temperature: float = knob(0.7, "sampling temperature of training rollouts (the authors' LOPD: 0.7)")
+    top_k: int = knob(20, "sample among the top-k tokens only (the authors': 20; 0: all). The recorded log-probs are "
+                          "the untruncated policy's")
+    top_p: float = knob(0.95, "nucleus sampling mass (the authors': 0.95; 1: all)")
     max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
     tool_syntax: str = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
     tool_prompt: str = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
@@ -108,7 +113,18 @@ class TrainConfig:
     experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
     experience_format: str = knob("chat", "how the encoder reads an experience: chat (its full chat transcript, "
                                           "the authors' rendering) or trace (our compact action-result trace)")
-    init_bank: str | None = knob(None, "seed the experience bank of a new run from a bank.sqlite or a JSONL of "
+    bank_mode: str = knob("reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
+                                       "training by sampling the base model --bank-samples times on each training "
+                                       "task, keyed and queried by the task instruction, same-task retrieval allowed, "
+                                       "never the trajectory being scored; its rollouts count in the budget) or "
+                                       "dynamic (study v1: the run's own successes, keyed by their trace, the task's "
+                                       "own rollouts excluded)")
+    bank: str | None = knob(None, "reference mode: a bank built by `lopd bank build` (default: build one into the run "
+                                  "folder at the start)")
+    bank_samples: int = knob(4, "reference mode, bank built in the run: samples of the base model per training task")
+    bank_keep_failures: bool = knob(False, "reference mode, bank built in the run: keep failed samples too (the "
+                                           "authors' build_memory_bank.py keeps every trajectory by default)")
+    init_bank: str | None = knob(None, "dynamic mode: seed the bank of a new run from a bank.sqlite or a JSONL of "
                                        "traces (Trace.to_json per line; failures are skipped)")
     cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
                                       "teacher) before on-policy training (the reference: 1000); 0 skips it")
@@ -119,8 +135,18 @@ class TrainConfig:
     cold_start_greedy: bool = knob(False, "cold start: its rollout batches decode greedily, one rollout for each of "
                                           "tasks_per_step x group_size distinct tasks (a small model's greedy "
                                           "answer succeeds more often than its samples)")
-    freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training")
+    allow_empty_cold_start: bool = knob(False, "let a cold start that finds fewer successful pairs than "
+                                               "--cold-start-min-successes, or runs 0 steps, go on (logged as "
+                                               "cold_start_empty); without it the run stops and says why")
+    freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training "
+                                        "(refused when the cold start did not train it)")
     use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
+    beta_max: float = knob(0.0, "runaway guard: cap on the dual variable beta (0: off, the authors' semantics). With "
+                                "mostly failed rollouts a growing beta lets the composer widen delta by making the "
+                                "teacher rate the student's own tokens lower (study v1's lopd-m0.1-s0)")
+    pig_every: int = knob(0, "every N steps, log the privileged-information gain (teacher NLL without and with its "
+                             "context on held-back successful trajectories; lopd_train/diagnostics.py); 0: never")
+    pig_trajectories: int = knob(8, "held-back successful trajectories for the PIG metric (never in the bank)")
     # -- text-context self-distillation baselines (opsd, sdpo, sdft, skill_sd)
     teacher: str = knob("base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
                                 "student, updated after each student step)")
@@ -141,6 +167,9 @@ class TrainConfig:
                                         "removed from the default training pool, an error in an explicit --tasks")
     eval_env_kwargs: str = knob("{}", "gym.make keyword arguments of the held-out env over the training env's, as a "
                                       "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
+    eval_training_tasks: bool = knob(False, "also evaluate the student greedily on its training tasks at the same "
+                                            "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
+                                            "held-out reward")
     eval_batch_size: int = knob(8, "held-out episodes generated together")
     rollout_budget: int = knob(0, "stop once this many rollouts are spent (cold start included), even before "
                                   "--steps; 0: no limit")
@@ -157,6 +186,7 @@ class TrainConfig:
 
     def sampling(self, records_top_m: bool = False) -> SamplingConfig:
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              top_k=self.top_k, top_p=self.top_p,
                               max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
                               tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
 
@@ -166,10 +196,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         choices = {"kl_support": ("teacher", "student"), "composer_weighting": ("sequence", "token"),
                    "experience_format": ("chat", "trace"), "teacher": ("base", "ema"),
-                   "distill_loss": ("topk", "sampled")}
+                   "distill_loss": ("topk", "sampled"), "bank_mode": ("reference", "dynamic")}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        if self.freeze_composer and self.cold_start_steps <= 0:
+            raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
+                             "the composer would stay at its random initialisation")
+        if self.bank_samples < 1:
+            raise ValueError("--bank-samples must be at least 1")
 
 
 # ----------------------------------------------------------------------------------- small utilities
@@ -229,6 +264,30 @@ def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     os.replace(tmp, out)
 
 
+def keep_tokens(t: Trajectory, tokenizer) -> None:
+    """Before a rollout goes into the bank: its full chat transcript (the encoder's ``chat`` rendering) and its
+    exact token ids (what a cold start replays) travel with its trace."""
+    attach_transcript(t.trace, tokenizer.decode(t.input_ids))
+    attach_sequence(t)
+
+
+def copy_bank(bank, source: str) -> int:
+    """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one."""
+    from lopd_train.experience import ExperienceBank
+
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"--bank {source}: no such file (build one with `lopd bank build`)")
+    src = ExperienceBank(path)
+    prov = src.provenance()
+    src.close()
+    if not prov:
+        raise ValueError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a run's "
+                         "dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
+    n = bank.merge_from(path)
+    return n
+
+
 def seed_bank(bank, source: str) -> int:
     """Add the experiences of another bank file, or of a JSONL of traces, to ``bank``."""
     from lopd_envs.trace import Trace
@@ -283,12 +342,20 @@ class Trainer:
                 gradient_checkpointing_kwargs={"use_reentrant": False})
         self.bank = self.retriever = None
         if algo_cls.uses_bank:
-            from lopd_train.experience import ExperienceBank, Retriever
+            from lopd_train.experience import ExperienceBank
 
+            if cfg.bank_mode == "reference" and cfg.init_bank:
+                raise ValueError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank with "
+                                 "--bank (lopd bank build) or let the run build one (--bank-samples)")
+            if cfg.bank and cfg.bank_mode != "reference":
+                raise ValueError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
             with self.dist.main_first():  # rank 0 creates (and seeds) the one bank file, the others open it
                 self.bank = ExperienceBank(self.out / "bank.sqlite")
-                if cfg.init_bank and latest is None and self.dist.is_main:
-                    seed_bank(self.bank, cfg.init_bank)
+                if latest is None and self.dist.is_main:
+                    if cfg.init_bank:
+                        seed_bank(self.bank, cfg.init_bank)
+                    if cfg.bank:
+                        copy_bank(self.bank, cfg.bank)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
         self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
@@ -296,14 +363,17 @@ class Trainer:
 
         self.step = 0
         self.rollouts = 0
-        self.cold_start_done = not algo_cls.has_cold_start or cfg.cold_start_steps <= 0  # 0: anchor to the init
+        self.bank_built = False
+        self.cold_start_done = not algo_cls.has_cold_start  # 0 steps: refused unless --allow-empty-cold-start
         rng = None
         if latest is not None:
             rng = self.load_checkpoint(latest)
         elif (self.out / "metrics.jsonl").exists() and self.dist.is_main:
             (self.out / "metrics.jsonl").unlink()  # a run that died before its first checkpoint starts over
         if self.bank is not None:
-            self.retriever = Retriever(self.bank)
+            from lopd_train.experience import Retriever
+
+            self.retriever = Retriever(self.bank, key="instruction" if cfg.bank_mode == "reference" else "trace")
             self.algo.retriever = self.retriever
 
         env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
@@ -351,8 +421,17 @@ class Trainer:
                             tool_prompt=cfg.tool_prompt, seed=cfg.seed)
         heldout = HeldoutEval(self.out, cfg.env, kwargs, held, cfg.eval_every_rollouts, sampling,
                               batch_size=cfg.eval_batch_size, seed=cfg.seed)
+        evaluators = [heldout]
+        if cfg.eval_training_tasks:
+            from lopd_train.heldout import TRAIN_EVAL_FILE
+
+            evaluators.append(HeldoutEval(self.out, cfg.env, env_kwargs, self.task_pool, cfg.eval_every_rollouts,
+                                          sampling, batch_size=cfg.eval_batch_size, seed=cfg.seed,
+                                          filename=TRAIN_EVAL_FILE, label="training tasks"))
+        self.evaluators = evaluators
         if resumed:
-            heldout.truncate_after(self.rollouts)
+            for e in evaluators:
+                e.truncate_after(self.rollouts)
         else:
             heldout.path.unlink(missing_ok=True)
         return heldout
@@ -367,20 +446,24 @@ class Trainer:
     def _heldout_point(self, final: bool = False) -> None:
         if self.heldout is None:
             return
-        self.policy.eval()
-        with torch.no_grad(), models.adapter(self.policy, "student"):
-            point = self.heldout.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step, final=final)
-        self.policy.train()
-        if point is not None:  # printed (stderr), so the main job shows the student before and after
-            import sys
+        import sys
 
-            from tqdm.auto import tqdm
+        from tqdm.auto import tqdm
 
-            tqdm.write(f"held-out after {point['rollouts']} rollouts (step {point['step']}): mean reward "
+        for evaluator in self.evaluators:
+            self.policy.eval()
+            with torch.no_grad(), models.adapter(self.policy, "student"):
+                point = evaluator.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step, final=final)
+            self.policy.train()
+            if point is None:
+                continue
+            # printed (stderr), so the main job shows the student before and after, each set named
+            tqdm.write(f"{evaluator.label} after {point['rollouts']} rollouts (step {point['step']}): mean reward "
                        f"{point['mean_reward']:.3f}, success {point['success_rate']:.1%} of {point['n']} tasks",
                        file=sys.stderr)
             if self.writer is not None:
-                self.writer.add_scalar("heldout/mean_reward", point["mean_reward"], point["rollouts"])
+                tag = "heldout" if evaluator.label == "held-out" else "train_eval"
+                self.writer.add_scalar(f"{tag}/mean_reward", point["mean_reward"], point["rollouts"])
                 self.writer.flush()
 
     # ------------------------------------------------------------------ rollouts
@@ -437,14 +520,41 @@ class Trainer:
             self.vllm.sleep()  # the update's turn on the GPU
         self.rollouts += int(self.dist.sum(len(trajs))[0])  # every rank's rollouts
         added = []
-        if self.bank is not None:
+        if self.bank is not None and self.cfg.bank_mode == "dynamic":  # a reference bank is fixed
             for t in trajs:
-                if t.success and t.trace is not None:  # the full transcript: the encoder's "chat" rendering
-                    attach_transcript(t.trace, self.tokenizer.decode(t.input_ids))
+                if t.success and t.trace is not None:
+                    keep_tokens(t, self.tokenizer)
             added = self.dist.add_to_bank(self.bank, [t.trace for t in trajs if t.success], rollout=self.rollouts)
             if self.retriever is not None:
                 self.retriever.add(added)
+            for t in trajs:  # which bank row each success is: its own retrieval must never return it
+                if t.success and t.trace is not None:
+                    exp = self.bank.get_by_key(trace_key(t.trace))
+                    t.bank_id = exp.id if exp is not None else None
         return trajs, len(added)
+
+    def build_bank(self) -> None:
+        """Reference mode: the fixed bank, built before training (the authors' ``build_memory_bank.py`` over
+        sampled trajectories of the training tasks). A bank given with ``--bank`` was copied in at start and
+        its rollouts are counted here; otherwise the untrained student (the base model: its LoRA starts at
+        zero) samples ``--bank-samples`` times on every training task. Either way the rollouts count in the
+        run's budget, and the provenance (model, sampling, tasks, rollouts) is kept in the bank."""
+        cfg = self.cfg
+        if self.bank is None or cfg.bank_mode != "reference" or self.bank_built:
+            return
+        if cfg.bank:
+            prov = self.bank.provenance()
+            self.rollouts += int(prov.get("rollouts", 0))
+        else:
+            from lopd_train.bank_build import sample_bank
+
+            prov = sample_bank(self, self.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
+                               progress=cfg.progress and self.dist.is_main)
+        self.retriever.sync()
+        self.bank_built = True
+        self.log({"phase": "bank", "step": 0, "rollouts": self.rollouts, "bank_size": len(self.bank),
+                  "bank_rollouts": int(prov.get("rollouts", 0)), "bank_successes": int(prov.get("successes", 0)),
+                  "bank_tasks": len(prov.get("tasks", []))})
 
     # ------------------------------------------------------------------ loop
     def log(self, row: dict[str, Any]) -> None:
@@ -475,7 +585,9 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg = self.cfg
-        self.heldout_point()  # rollouts 0: the untrained student, before any cold start
+        self.heldout_point()  # rollouts 0: the untrained student, before the bank and any cold start
+        if not self.bank_built:
+            self.build_bank()
         if not self.cold_start_done:
             self.cold_start()
             self.heldout_point()
@@ -489,6 +601,8 @@ class Trainer:
             with self.dist.unsharded(self.policy):  # FSDP: ranks run different passes, so no collective inside
                 metrics = self.algo.update(trajs)
             self.step += 1
+            if cfg.pig_every and self.step % cfg.pig_every == 0:
+                metrics.update(self.privileged_gain())
             last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),
                     **metrics, "bank_added": added, "bank_size": len(self.bank) if self.bank is not None else 0,
                     "rollout_seconds": t_roll, "update_seconds": time.time() - t0 - t_roll,
@@ -513,6 +627,31 @@ class Trainer:
         return {"step": self.step, "rollouts": self.rollouts, "last": last,
                 "exported": str(exported) if exported else None}
 
+    def privileged_gain(self) -> dict[str, float]:
+        """The PIG metric (``--pig-every``; :mod:`lopd_train.diagnostics`): the frozen teacher's NLL gain per
+        token from its context, on the successes held back when the bank was built (never in it): text (the
+        retrieved experiences), the composer's latents, and zero latents (a control), with bootstrap bounds.
+        LOPD only (the others have no latents); empty when nothing was held back."""
+        from lopd_train import diagnostics
+        from lopd_train.bank_build import HELD_BACK, read_held_back
+
+        if not hasattr(self.algo, "compose") or self.retriever is None:
+            return {}
+        if getattr(self, "_pig_held", None) is None:
+            self._pig_held = [replay_trace(self.envs[0], self.tokenizer, tr, self.cfg.sampling())
+                              for tr in read_held_back(self.out / HELD_BACK)]
+        if not self._pig_held:
+            return {}
+        held = self._pig_held
+        exps = self.retriever.retrieve([t.task for t in held], k=self.cfg.top_j)
+        conditions = ("none", "text", "latent", "zero")
+        s = diagnostics.summary(diagnostics.teacher_nll(self.algo, held, exps, conditions=conditions), conditions)
+        out = {}
+        for c in conditions[1:]:
+            out.update({f"pig_{c}": s[c]["pig"], f"pig_{c}_low": s[c]["low"], f"pig_{c}_high": s[c]["high"],
+                        f"pig_{c}_decisive": s[c + "@decisive"]["pig"]})
+        return out
+
     # ------------------------------------------------------------------ cold start
     def cold_start_data(self) -> list[Trajectory]:
         """Successful trajectories to cold-start on: the bank's seeded traces (``--init-bank``) replayed as
@@ -522,12 +661,18 @@ class Trainer:
 
         cfg = self.cfg
         data: list[Trajectory] = []
+        if cfg.cold_start_steps <= 0:
+            return data  # nothing to fit: the algorithm refuses or logs the empty cold start
         env_id = getattr(self.envs[0].unwrapped, "env_id", "")
         for k, exp in enumerate(self.bank.all() if self.bank is not None else []):
             trace = Trace.from_json(exp.trace)
-            if trace.env_id != env_id or (self.task_pool and trace.task_id not in self.task_pool):
-                continue  # another env's (or category's) experience: retrievable, but no prompt to replay it in
-            data.append(replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1)))
+            if not exp.success or trace.env_id != env_id or (self.task_pool and trace.task_id not in self.task_pool):
+                continue  # a failure, or another env's (category's) experience: no prompt to replay it in
+            t = replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1))
+            t.bank_id = exp.id
+            data.append(t)
+        if cfg.bank_mode == "reference":
+            return data  # the cold start fits the composer on the fixed bank's successes (the authors' SFT file)
         batches = 0
         while self.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
             trajs, _ = self.rollout_batch(greedy=cfg.cold_start_greedy)
@@ -555,8 +700,8 @@ class Trainer:
         self.pool.shutdown(wait=True)
         for env in self.envs:
             env.close()
-        if getattr(self, "heldout", None) is not None:
-            self.heldout.close()
+        for evaluator in getattr(self, "evaluators", None) or []:
+            evaluator.close()
 
     # ------------------------------------------------------------------ checkpoints
     def latest_checkpoint(self) -> Path | None:
@@ -586,6 +731,7 @@ class Trainer:
         if self.bank is not None:
             self.bank.snapshot(tmp / "bank.sqlite")
         state = {"step": self.step, "rollouts": self.rollouts, "cold_start_done": self.cold_start_done,
+                 "bank_built": self.bank_built,
                  **{f: getattr(self.algo, f) for f in self.algo.state_fields}, "time": time.time(),
                  "algo": self.cfg.algo}
         atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
@@ -609,6 +755,7 @@ class Trainer:
         self.algo.load_state_dict(blob["algo"])
         self.step, self.rollouts = int(state["step"]), int(state["rollouts"])
         self.cold_start_done = bool(state["cold_start_done"])
+        self.bank_built = bool(state.get("bank_built", True))
         if self.bank is not None and (path / "bank.sqlite").exists() and self.dist.is_main:
             self.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
         metrics = self.out / "metrics.jsonl"

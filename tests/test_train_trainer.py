@@ -32,7 +32,7 @@ def tiny_cfg(out: Path, **kw) -> TrainConfig:
                 num_latents=4, qformer_dim=32, qformer_layers=1, experience_tokens=96, lora_r=4, lora_alpha=8,
                 progress=False, output_dir=str(out), lr=1e-3, composer_lr=1e-3, composer_lora_r=4,
                 composer_lora_alpha=8, cold_start_steps=2, cold_start_batch_size=4, cold_start_min_successes=1,
-                cold_start_max_batches=1)
+                cold_start_max_batches=1, bank_mode="dynamic")  # these tests are about the dynamic bank's loop
     base.update(kw)
     return TrainConfig(**base)
 
@@ -125,7 +125,7 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
             "--group-size", "2", "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32",
             "--lora-r", "4", "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "2",
             "--cold-start-batch-size", "4", "--cold-start-min-successes", "1", "--cold-start-max-batches", "1",
-            "--no-progress", "--no-export", "--no-tensorboard", "--output-dir", str(out)]
+            "--bank-mode", "dynamic", "--no-progress", "--no-export", "--no-tensorboard", "--output-dir", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     latest = out / "checkpoints" / "latest"
@@ -176,7 +176,8 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
                            "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32", "--lora-r", "4",
                            "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "4",
                            "--cold-start-batch-size", "4", "--cold-start-min-successes", "2", "--lr", "1e-3",
-                           "--composer-lr", "1e-3", "--no-progress", "--no-export", "--no-tensorboard",
+                           "--composer-lr", "1e-3", "--bank-mode", "dynamic", "--no-progress", "--no-export",
+                           "--no-tensorboard",
                            "--output-dir", str(out)]) == 0
     r = rows(out)
     curve = [x for x in r if x["phase"] == "cold_start" and "cold_start_nll" in x]
@@ -191,11 +192,39 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
     assert train_rows[0]["composer_grad_norm"] > 0 and all(x["anchor"] > 0 for x in train_rows[1:])
 
 
-def test_no_cold_start_steps_means_no_cold_start_phase(tmp_path):
-    result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False,
-                            tensorboard=False, cold_start_steps=0, cold_start_max_batches=3))
+def test_zero_cold_start_steps_is_refused_unless_allowed_and_then_logged(tmp_path):
+    from lopd_train.algorithms.lopd import ColdStartError
+
+    with pytest.raises(ColdStartError, match="would run 0 of --cold-start-steps 0.*--allow-empty-cold-start"):
+        train(tiny_cfg(tmp_path / "a", env="lopd-test/Coin-v0", category="all", steps=1, export=False,
+                       tensorboard=False, cold_start_steps=0, cold_start_max_batches=3))
+    result = train(tiny_cfg(tmp_path / "b", env="lopd-test/Coin-v0", category="all", steps=1, export=False,
+                            tensorboard=False, cold_start_steps=0, cold_start_max_batches=3,
+                            allow_empty_cold_start=True))
     assert result["rollouts"] == 4  # no rollout batch was spent looking for cold-start successes
-    assert not any(x["phase"] == "cold_start" for x in rows(tmp_path))
+    (summary,) = [x for x in rows(tmp_path / "b") if x["phase"] == "cold_start"]
+    assert summary["cold_start_empty"] == 1 and summary["cold_start_steps"] == 0
+
+
+def test_a_cold_start_with_too_few_pairs_stops_the_run_and_says_how_to_seed_the_bank(tmp_path):
+    """Study v1's failure: successes existed but no (trajectory, experiences) pair did, and 0 steps ran."""
+    from lopd_train.algorithms.lopd import ColdStartError
+
+    with pytest.raises(ColdStartError, match="fewer than --cold-start-min-successes 99.*Seed the bank"):
+        train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, tensorboard=False,
+                       cold_start_min_successes=99, cold_start_max_batches=1))
+    assert not any(x["phase"] == "train" for x in rows(tmp_path))  # it stopped before any on-policy step
+
+
+def test_freeze_composer_refuses_an_untrained_composer(tmp_path):
+    from lopd_train.algorithms.lopd import ColdStartError
+
+    with pytest.raises(ValueError, match="--freeze-composer.*random initialisation"):
+        tiny_cfg(tmp_path, freeze_composer=True, cold_start_steps=0)
+    with pytest.raises(ColdStartError, match="--freeze-composer would freeze an untrained"):  # allowed empty or not
+        train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, tensorboard=False,
+                       freeze_composer=True, allow_empty_cold_start=True, cold_start_min_successes=99,
+                       cold_start_max_batches=1, tasks="tails_0"))
 
 
 def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path, monkeypatch):

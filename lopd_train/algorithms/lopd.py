@@ -89,9 +89,15 @@ from lopd_train import losses
 from lopd_train.algorithms.base import Algorithm
 from lopd_train.composer import Composer
 from lopd_train.context import experience_text
-from lopd_train.experience import trace_key
 from lopd_train.rollout import Trajectory
 from lopd_train.scoring import score_group
+
+
+PROBES = 4  # banked successes whose teacher NLL is logged after each composer update (probe_teacher_nll)
+
+
+class ColdStartError(RuntimeError):
+    """The cold start has too little to train on (and was not allowed to be empty)."""
 
 
 @dataclass
@@ -158,15 +164,14 @@ class LOPD(Algorithm):
                                               betas=(0.9, 0.99))
         self.beta = float(cfg.beta_init)
         self._anchor_cache: dict[tuple[str, int], torch.Tensor] = {}
+        self.probes: list[tuple[Trajectory, list[Any]]] = []  # banked successes for probe_nll (set by cold start)
 
     # ------------------------------------------------------------------ the pieces a step is made of
     def retrieve(self, groups: list[list[Trajectory]]) -> list[list[Any]]:
-        """The top-J experiences for each group (one task each). A group's own successes are never retrieved
-        for it; all rollouts of a task share its experiences."""
-        def own(t):
-            exp = self.bank.get_by_key(trace_key(t.trace)) if t.trace is not None and t.success else None
-            return exp.id if exp else None
-        exclude = [[i for i in map(own, members) if i is not None] for members in groups]
+        """The top-J experiences for each group (one task each; all its rollouts share them). A trajectory that
+        is itself a bank row (``bank_id``: a dynamic bank's fresh successes, a cold start's banked ones) is
+        never retrieved for its group; experiences of the same task are (a reference bank's point)."""
+        exclude = [[t.bank_id for t in members if t.bank_id is not None] for members in groups]
         return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=exclude)
 
     def group(self, members: list[Trajectory], experiences: list[Any]) -> Group:
@@ -211,7 +216,9 @@ class LOPD(Algorithm):
         beta = self.beta if cfg.use_margin else 0.0  # the loss uses the dual variable from before this step
         m = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
         delta_sum, delta_tokens, n_total, n_skipped = 0.0, 0, 0, 0
+        split = {True: [0.0, 0], False: [0.0, 0]}  # δ token sums and counts on successful / failed rollouts
         batches = self.minibatches(trajectories)
+        groups_seen = False
         for i, batch in enumerate(batches):
             # 1. retrieve: top-J experiences per task group; a group with none gets no supervision at all
             members_of = batch.groups_of()
@@ -221,6 +228,7 @@ class LOPD(Algorithm):
             if not groups:
                 self.idle_steps()
                 continue
+            groups_seen = True
             n_rollouts, n_tokens = sum(len(g.members) for g in groups), sum(g.n_tokens for g in groups)
 
             # one pass of the composer and the teacher per group: the student step needs the teacher's values
@@ -253,8 +261,10 @@ class LOPD(Algorithm):
                 g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
                 del s_logp, q_s, loss
                 for t, lt, ls in zip(g.members, g.teacher_logp_y, g.student_logp_y):  # δ, for the dual update
-                    delta_sum += float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
-                    delta_tokens += len(lt)
+                    d = float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
+                    delta_sum, delta_tokens = delta_sum + d, delta_tokens + len(lt)
+                    split[bool(t.success)][0] += d
+                    split[bool(t.success)][1] += len(lt)
 
                 # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
                 if not train_composer:
@@ -277,11 +287,35 @@ class LOPD(Algorithm):
         # 6. dual update: β <- max(0, β + η (m - δ̄)), δ̄ the token-weighted margin of this step
         delta_sum, delta_tokens = self.dist.sum(delta_sum, delta_tokens)  # every rank's rollouts: one β for all
         m["margin_delta"] = delta_sum / delta_tokens if delta_tokens else 0.0
+        for ok, name in ((True, "margin_delta_success"), (False, "margin_delta_failure")):
+            s, n = self.dist.sum(*split[ok])
+            if n:  # absent: no such rollout had a context this step
+                m[name] = s / n
         if cfg.use_margin and delta_tokens:
             self.beta = losses.dual_update(self.beta, m["margin_delta"], cfg.margin, cfg.beta_lr)
+            if cfg.beta_max > 0:  # the runaway guard (off by default: the authors' semantics)
+                self.beta = min(self.beta, cfg.beta_max)
+        if not cfg.freeze_composer and groups_seen and self.probes:
+            m["probe_teacher_nll"] = self.probe_nll()
         m.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
                  context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
         return m
+
+    @torch.no_grad()
+    def probe_nll(self) -> float:
+        """The teacher's NLL per token, with the current composer's latents, on a few banked successes (kept
+        from the cold start, with their retrieved experiences): after a composer update it shows whether the
+        composer still helps the teacher on what it was fitted to, or is breaking it to widen δ. NaN
+        without probes (then the metric is left out)."""
+        if not self.probes:
+            return float("nan")
+        total, n = 0.0, 0
+        for t, exps in self.probes:
+            g = self.group([t], exps)
+            (lp,) = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
+            total += float(-lp.gather(-1, g.targets[0][:, None]).sum())
+            n += len(g.targets[0])
+        return total / max(n, 1)
 
     def idle_steps(self) -> None:
         """Nothing to supervise in this minibatch: in a data-parallel run this rank still takes the student's and
@@ -296,18 +330,45 @@ class LOPD(Algorithm):
     def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
         """``cfg.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
         minibatches of ``cfg.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
-        the teacher with their retrieved latent context, token mean, no anchor. ``log`` receives one row per
-        step (the NLL curve). Afterwards the snapshot (the anchor's reference) is the cold-started composer."""
+        the teacher with their retrieved latent context, token mean, no anchor. Each trajectory retrieves for
+        itself (never itself: a banked success excludes its own row; the task's other experiences may come
+        back). ``log`` receives one row per step (the NLL curve). Afterwards the snapshot (the anchor's
+        reference) is the cold-started composer.
+
+        It cannot be silently empty (study v1 ran 0 steps in every LOPD run and nothing said so): fewer
+        (trajectory, experiences) pairs than ``cfg.cold_start_min_successes``, or no step at all, raises
+        :class:`ColdStartError` saying why and how to seed the bank, unless ``cfg.allow_empty_cold_start``,
+        which goes on and logs ``cold_start_empty``; ``--freeze-composer`` refuses a composer no step trained."""
         cfg = self.cfg
-        members_of = same_prompt_groups([t for t in trajectories if t.success and t.n_actions > 0])
-        hits = self.retrieve(members_of) if members_of else []
-        pool = [(t, exps) for ms, exps in zip(members_of, hits) if exps for t in ms]
-        summary: dict[str, float] = {"cold_start_trajectories": len(pool), "cold_start_steps": 0}
+        ok = [t for t in trajectories if t.success and t.n_actions > 0]
+        hits = self.retriever.retrieve([t.task for t in ok], k=cfg.top_j,
+                                       exclude=[[t.bank_id] if t.bank_id is not None else [] for t in ok]) if ok else []
+        pool = [(t, exps) for t, exps in zip(ok, hits) if exps]
+        n_pairs = int(self.dist.sum(len(pool))[0])
+        planned = cfg.cold_start_steps if n_pairs else 0
+        summary: dict[str, float] = {"cold_start_trajectories": n_pairs, "cold_start_successes": len(ok),
+                                     "cold_start_steps": 0, "cold_start_empty": 0}
+        if planned == 0 or n_pairs < cfg.cold_start_min_successes:
+            why = (f"the cold start found {n_pairs} (successful trajectory, retrieved experiences) pairs "
+                   f"({len(ok)} successes, bank of {len(self.bank) if self.bank is not None else 0}), fewer than "
+                   f"--cold-start-min-successes {cfg.cold_start_min_successes}, and would run {planned} of "
+                   f"--cold-start-steps {cfg.cold_start_steps} composer steps")
+            if cfg.freeze_composer and planned == 0:
+                raise ColdStartError(why + ": --freeze-composer would freeze an untrained (random) composer")
+            if not cfg.allow_empty_cold_start:
+                raise ColdStartError(why + ". Seed the bank: --bank-mode reference with more --bank-samples per "
+                                     "training task or more training tasks (lopd bank build), --init-bank FILE "
+                                     "in dynamic mode, or more --cold-start-max-batches; or pass "
+                                     "--allow-empty-cold-start to go on with what there is (logged as "
+                                     "cold_start_empty)")
+            summary["cold_start_empty"] = 1
+            import logging
+
+            logging.getLogger(__name__).warning("%s; going on (--allow-empty-cold-start)", why)
         rng = np.random.default_rng(cfg.seed)
         order: list[int] = []
         curve = []
-        for step in tqdm(range(cfg.cold_start_steps if self.dist.any(bool(pool)) else 0), desc="cold start", unit="step",
-                         disable=not progress):
+        for step in tqdm(range(planned), desc="cold start", unit="step", disable=not progress):
             if len(order) < cfg.cold_start_batch_size:  # reshuffle per pass over the pool
                 order += [int(j) for j in rng.permutation(len(pool))]
             take, order = order[:cfg.cold_start_batch_size], order[cfg.cold_start_batch_size:]
@@ -318,15 +379,19 @@ class LOPD(Algorithm):
         self.snapshot.copy_from(self.composer)
         self._anchor_cache.clear()
         self.student_opt.zero_grad(set_to_none=True)
+        self.probes = pool[:PROBES]
         if curve:
             summary.update(cold_start_steps=len(curve), cold_start_nll_first=curve[0], cold_start_nll_last=curve[-1])
+        elif cfg.freeze_composer:
+            raise ColdStartError("--freeze-composer: the cold start trained the composer for 0 steps")
         return summary
 
     def cold_start_step(self, items: list[tuple[Trajectory, list[Any]]]) -> float:
-        """One composer step on ``items`` (trajectory, its retrieved experiences); returns the NLL."""
+        """One composer step on ``items`` (trajectory, its retrieved experiences); returns the NLL. Items with
+        the same prompt and the same experiences share one teacher prompt."""
         by_group: dict[tuple, list[tuple[Trajectory, list[Any]]]] = {}
         for t, exps in items:
-            by_group.setdefault(prompt_key(t), []).append((t, exps))
+            by_group.setdefault((prompt_key(t), tuple(e.id for e in exps)), []).append((t, exps))
         groups = [self.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
         n_tokens = sum(g.n_tokens for g in groups)
         total = 0.0

@@ -1,0 +1,198 @@
+"""Privileged-information gain (PIG) of LOPD's teacher: does its context know anything the student does not?
+
+On a setting (env, prompt, model: a lopd-train config), this script
+
+1. builds a reference bank (the base model samples ``--samples`` times on each of ``--pool`` training tasks;
+   ``--hold-back`` successes never enter it) exactly as a reference-mode run does (``Trainer.build_bank``);
+2. measures, on the held-back successes, the frozen teacher's NLL per token without context and with the
+   retrieved experiences as text, for each ``--formats`` x ``--top-j`` (the text pilot: which setting gives a
+   clearly positive text PIG);
+3. cold-starts the composer in segments and, at each of ``--cold-start`` steps (e.g. 0,50,200,1000), measures
+   the latent PIG against its controls (zero latents, random latents, another task's latents) and the text
+   upper bound, all with 95% bootstrap intervals, on all tokens and on the decisive ones;
+4. optionally (``--success-samples N``) the teacher's sampled success rate with no context, text and latents.
+
+Writes ``results.json``, ``results.md`` and ``pig_vs_cold_start.png`` into ``--out``. Example (the pilot)::
+
+    python benchmarks/privileged_gain.py --config examples/study_v2/lopd.toml --pool 24 --samples 4 \\
+        --hold-back 12 --cold-start 0,50,200 --out benchmarks/results/privileged_gain
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def parse(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="a lopd-train config (TOML) of the setting")
+    p.add_argument("--out", required=True, help="results folder")
+    p.add_argument("--pool", type=int, default=24, help="training tasks the bank is built on (the config's first N)")
+    p.add_argument("--samples", type=int, default=4, help="base-model samples per task in the bank")
+    p.add_argument("--hold-back", type=int, default=12, help="held-back successes PIG is measured on")
+    p.add_argument("--formats", default="trace,chat", help="experience renderings for the text pilot")
+    p.add_argument("--top-j", default="1,3", help="experiences per task for the text pilot")
+    p.add_argument("--cold-start", default="0,50,200", help="cold-start steps at which latent PIG is measured")
+    p.add_argument("--success-samples", type=int, default=0, help="teacher samples per task for sampled success")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    import dataclasses
+
+    import torch
+
+    from lopd_train import diagnostics
+    from lopd_train.bank_build import HELD_BACK, read_held_back
+    from lopd_train.cli import load_config_file
+    from lopd_train.rollout import replay_trace
+    from lopd_train.trainer import TrainConfig, Trainer
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    values = load_config_file(args.config)
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        field = {f.name: f for f in dataclasses.fields(TrainConfig)}[k]
+        values[k] = type(field.default)(v) if field.default is not None else v
+    values.update(algo="lopd", bank_mode="reference", bank=None, bank_samples=args.samples,
+                  pig_trajectories=args.hold_back, output_dir=str(out / "run"), eval_every_rollouts=0,
+                  tensorboard=False, export=False, allow_empty_cold_start=True)
+    cfg = TrainConfig(**values)
+    run = out / "run"
+    if run.exists():
+        import shutil
+
+        shutil.rmtree(run)
+    t0 = time.time()
+    trainer = Trainer(cfg)
+    trainer.task_pool = trainer.task_pool[:args.pool]
+    trainer.build_bank()
+    prov = trainer.bank.provenance()
+    algo = trainer.algo
+    held = [replay_trace(trainer.envs[0], trainer.tokenizer, tr, cfg.sampling()) for tr in read_held_back(run / HELD_BACK)]
+    if not held:
+        raise SystemExit("no successes could be held back (each needs a task with two distinct successes): raise "
+                         "--samples or --pool")
+    report = {"config": args.config, "pool": args.pool, "samples": args.samples, "bank": prov,
+              "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1), "text_pilot": [],
+              "cold_start": []}
+    print(f"bank: {len(trainer.bank)} experiences from {prov['rollouts']} rollouts ({prov['successes']} successes); "
+          f"{len(held)} held back", flush=True)
+
+    # 2. the text pilot: which rendering and how many experiences give the teacher the most
+    for fmt in args.formats.split(","):
+        for j in map(int, args.top_j.split(",")):
+            algo.cfg = dataclasses.replace(cfg, experience_format=fmt, top_j=j)
+            exps = trainer.retriever.retrieve([t.task for t in held], k=j)
+            same = sum(e.task_id == t.task_id for t, es in zip(held, exps) for e in es) / max(1, sum(map(len, exps)))
+            recs = diagnostics.teacher_nll(algo, held, exps, conditions=("none", "text"))
+            row = {"format": fmt, "top_j": j, "same_task_fraction": same,
+                   **{k: v for k, v in diagnostics.summary(recs, ("none", "text")).items()}}
+            report["text_pilot"].append(row)
+            print(f"text PIG {fmt} J={j}: {row['text']['pig']:+.3f} [{row['text']['low']:+.3f}, "
+                  f"{row['text']['high']:+.3f}] nats/token (decisive {row['text@decisive']['pig']:+.3f}); "
+                  f"same-task experiences {same:.0%}", flush=True)
+    algo.cfg = cfg
+
+    # 3. latent PIG against its controls, at each cold-start budget
+    exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)
+    others = diagnostics.other_task_experiences(held, exps)
+    data = trainer.cold_start_data()
+    done = 0
+    for target in sorted(set(map(int, args.cold_start.split(",")))):
+        t1 = time.time()
+        if target > done:
+            algo.cfg = dataclasses.replace(cfg, cold_start_steps=target - done)
+            algo.cold_start(data, progress=cfg.progress)
+            algo.cfg = cfg
+            done = target
+        recs = diagnostics.teacher_nll(algo, held, exps, others)
+        row = {"cold_start_steps": done, **diagnostics.summary(recs)}
+        if args.success_samples:
+            row["sampled_success"] = {k: diagnostics.sampled_success(algo, trainer.envs[0], held, exps, kind=k,
+                                                                     samples=args.success_samples)
+                                      for k in ("none", "text", "latent")}
+        row["seconds"] = round(time.time() - t1, 1)
+        report["cold_start"].append(row)
+        print(f"cold start {done}: latent PIG {row['latent']['pig']:+.3f} [{row['latent']['low']:+.3f}, "
+              f"{row['latent']['high']:+.3f}]; zero {row['zero']['pig']:+.3f}, random {row['random']['pig']:+.3f}, "
+              f"other {row['other']['pig']:+.3f}; text {row['text']['pig']:+.3f}", flush=True)
+        write(out, report)
+    trainer.close()
+    write(out, report)
+    return 0
+
+
+def fmt_gain(g: dict) -> str:
+    return f"{g['pig']:+.3f} [{g['low']:+.3f}, {g['high']:+.3f}]"
+
+
+def write(out: Path, report: dict) -> None:
+    (out / "results.json").write_text(json.dumps(report, indent=2))
+    prov = report["bank"]
+    lines = ["# Privileged-information gain (PIG)", "",
+             f"Config `{report['config']}`; bank: {prov.get('entries')} experiences from {prov.get('rollouts')} "
+             f"rollouts of `{prov.get('model')}` on {report['pool']} training tasks x {report['samples']} samples "
+             f"({prov.get('successes')} successes); PIG measured on {len(report['held_back'])} held-back successes "
+             "(never in the bank). PIG = NLL(no context) - NLL(context), nats per sampled token; "
+             "[95% bootstrap interval over trajectories]; decisive: tokens where the student's greedy choice "
+             "differs from the trajectory's.", "", "## Text pilot (no training)", "",
+             "| format | J | same-task experiences | NLL none | NLL text | PIG text | PIG text (decisive) |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    for r in report["text_pilot"]:
+        lines.append(f"| {r['format']} | {r['top_j']} | {r['same_task_fraction']:.0%} | {r['text']['nll_none']:.3f} | "
+                     f"{r['text']['nll']:.3f} | {fmt_gain(r['text'])} | {fmt_gain(r['text@decisive'])} |")
+    lines += ["", "## Latent PIG against its controls, by cold-start steps", "",
+              "| cold-start steps | latent | zero | random | other task | text (upper bound) | latent (decisive) |",
+              "|---:|---|---|---|---|---|---|"]
+    for r in report["cold_start"]:
+        lines.append(f"| {r['cold_start_steps']} | {fmt_gain(r['latent'])} | {fmt_gain(r['zero'])} | "
+                     f"{fmt_gain(r['random'])} | {fmt_gain(r['other'])} | {fmt_gain(r['text'])} | "
+                     f"{fmt_gain(r['latent@decisive'])} |")
+    if any("sampled_success" in r for r in report["cold_start"]):
+        lines += ["", "Teacher's sampled success on the held-back tasks:", "",
+                  "| cold-start steps | no context | text | latents |", "|---:|---:|---:|---:|"]
+        for r in report["cold_start"]:
+            s = r.get("sampled_success")
+            if s:
+                lines.append(f"| {r['cold_start_steps']} | {s['none']:.3f} | {s['text']:.3f} | {s['latent']:.3f} |")
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+    rows = report["cold_start"]
+    if rows:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        x = [r["cold_start_steps"] for r in rows]
+        for name in ("latent", "zero", "random", "other", "text"):
+            y = [r[name]["pig"] for r in rows]
+            lo = [r[name]["pig"] - r[name]["low"] for r in rows]
+            hi = [r[name]["high"] - r[name]["pig"] for r in rows]
+            ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=name)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlabel("cold-start steps")
+        ax.set_ylabel("PIG (nats / token)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / "pig_vs_cold_start.png", dpi=110)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The reference-style experience bank (issue 23): built before training by sampling the base model on the
+training tasks, with its provenance; keyed and queried by the task instruction; same-task experiences are
+retrieved, the trajectory being scored never is; its rollouts count in the run's budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_envs.trace import Trace
+from lopd_train.experience import ExperienceBank, Retriever
+from lopd_train.trainer import TrainConfig, train
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+def trace(task_id: str, task: str, text: str, ok: bool = True) -> Trace:
+    tr = Trace(env_id="e", task_id=task_id, task=task, reward=float(ok), success=ok)
+    tr.add({"name": "answer", "arguments": {"text": text}})
+    return tr
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from lopd_train.experience import Embedder
+
+    return Embedder()
+
+
+def test_instruction_keyed_retrieval_returns_the_same_task_first_but_never_the_scored_trajectory(tmp_path, embedder):
+    from lopd_train.algorithms.lopd import LOPD
+    from lopd_train.rollout import Trajectory
+
+    bank = ExperienceBank(tmp_path / "bank.sqlite")
+    task = "Find the area of a triangle with base 10 and height 5."
+    same = bank.add([trace("t0", task, "a"), trace("t0", task, "b")])
+    bank.add([trace("t1", "Book a flight to Paris for two adults.", "c"),
+              trace("t2", "Convert 5 miles to kilometres.", "d")])
+    retriever = Retriever(bank, embedder=embedder, key="instruction")
+    (hits,) = retriever.retrieve([task], k=2)
+    assert {e.id for e in hits} == {e.id for e in same}  # the task's own experiences come first
+    # a trajectory that is itself a bank row (a cold start's banked success) never gets itself back
+    obj = LOPD.__new__(LOPD)
+    obj.retriever, obj.cfg = retriever, TrainConfig(top_j=2)
+    scored = Trajectory("e", "t0", task, "c", [1, 2], [0, 1], [0.0, 0.0], 1, reward=1.0, success=True,
+                        bank_id=same[0].id)
+    (got,) = obj.retrieve([[scored]])
+    assert same[0].id not in {e.id for e in got} and same[1].id in {e.id for e in got}
+    # an on-policy rollout is no bank row: nothing is excluded, the same task's experiences come back
+    fresh = Trajectory("e", "t0", task, "c", [1, 2], [0, 1], [0.0, 0.0], 1, reward=1.0, success=True)
+    (got,) = obj.retrieve([[fresh]])
+    assert {e.id for e in got} == {e.id for e in same}
+
+
+def test_trace_keyed_retrieval_embeds_the_rendered_trace(tmp_path, embedder):
+    bank = ExperienceBank(tmp_path / "bank.sqlite")
+    bank.add([trace("t0", "same words", "apples and pears"), trace("t1", "same words", "the moon landing")])
+    (hit,), = Retriever(bank, embedder=embedder, key="trace").retrieve(["the moon landing"], k=1)
+    assert hit.task_id == "t1"
+    with pytest.raises(ValueError, match="unknown retrieval key"):
+        Retriever(bank, embedder=embedder, key="answer")
+
+
+def test_failures_are_kept_only_when_asked_and_old_banks_still_open(tmp_path):
+    bank = ExperienceBank(tmp_path / "bank.sqlite")
+    assert bank.add([trace("t0", "x", "a", ok=False)]) == []
+    (e,) = bank.add([trace("t0", "x", "a", ok=False)], keep_failures=True)
+    assert e.success is False and bank.all()[0].success is False
+    # a bank file from before the success column: its rows read as successes
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    db = sqlite3.connect(old)
+    db.execute("CREATE TABLE experiences (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT UNIQUE NOT NULL, env_id TEXT "
+               "NOT NULL, task_id TEXT NOT NULL, task TEXT NOT NULL, text TEXT NOT NULL, reward REAL NOT NULL, "
+               "rollout INTEGER NOT NULL, trace TEXT NOT NULL)")
+    db.execute("INSERT INTO experiences (key, env_id, task_id, task, text, reward, rollout, trace) VALUES "
+               "('k', 'e', 't', 'x', 'y', 1.0, 0, '{}')")
+    db.commit()
+    db.close()
+    assert bank.merge_from(old) == 1 and ExperienceBank(old).all()[0].success is True
+
+
+def tiny(out: Path, **kw) -> TrainConfig:
+    base = dict(model="tiny-random", env="lopd-test/Coin-v0", category="all", steps=1, tasks_per_step=2,
+                group_size=2, max_new_tokens=8, num_latents=4, qformer_dim=32, qformer_layers=1,
+                experience_tokens=64, lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8,
+                progress=False, export=False, tensorboard=False, output_dir=str(out), cold_start_steps=2,
+                cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=3, pig_trajectories=1)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_a_reference_run_builds_its_bank_first_counts_its_rollouts_and_cold_starts_on_it(tmp_path):
+    out = tmp_path / "run"
+    result = train(tiny(out, tasks="heads_0,heads_1,tails_0,tails_1"))
+    bank = ExperienceBank(out / "bank.sqlite")
+    prov = bank.provenance()
+    assert prov["rollouts"] == 4 * 3 and prov["samples_per_task"] == 3 and prov["model"] == "tiny-random"
+    assert prov["tasks"] == ["heads_0", "heads_1", "tails_0", "tails_1"]
+    assert prov["sampling"] == {"temperature": 0.7, "top_k": 20, "top_p": 0.95, "max_new_tokens": 8,
+                                "tool_syntax": "hermes"}
+    assert result["rollouts"] == 12 + 4  # the bank's rollouts, then one step of 2 x 2: no cold-start batches
+    r = rows(out)
+    (built,) = [x for x in r if x["phase"] == "bank"]
+    assert built["bank_rollouts"] == 12 and built["bank_size"] == len(bank)
+    (summary,) = [x for x in r if x["phase"] == "cold_start" and "cold_start_empty" in x]
+    assert summary["cold_start_steps"] == 2 and summary["cold_start_empty"] == 0
+    (step,) = [x for x in r if x["phase"] == "train"]
+    assert step["bank_size"] == len(bank)  # fixed: the run's own successes are not added
+    held = [Trace.from_json(l) for l in (out / "pig_heldback.jsonl").read_text().splitlines() if l.strip()]
+    assert all(h.render() not in {e.text for e in bank.all()} for h in held)  # held back: never in the bank
+
+
+def test_lopd_bank_build_writes_provenance_and_a_run_takes_it_with_its_rollouts(tmp_path):
+    from lopd_envs.cli import main
+
+    bank_path = tmp_path / "banks" / "coin.sqlite"
+    assert main(["bank", "build", "--out", str(bank_path), "--samples", "2", "--env", "lopd-test/Coin-v0",
+                 "--category", "all", "--model", "tiny-random", "--tasks", "heads_0,tails_0", "--max-new-tokens",
+                 "8", "--no-progress"]) == 0
+    prov = ExperienceBank(bank_path).provenance()
+    assert prov["built_by"] == "lopd bank build" and prov["rollouts"] == 4 and prov["tasks"] == ["heads_0", "tails_0"]
+    with pytest.raises(SystemExit):  # built once: never overwritten
+        main(["bank", "build", "--out", str(bank_path), "--env", "lopd-test/Coin-v0", "--model", "tiny-random"])
+    out = tmp_path / "run"
+    result = train(tiny(out, tasks="heads_0,tails_0", bank=str(bank_path), allow_empty_cold_start=True,
+                        cold_start_min_successes=1))
+    assert result["rollouts"] == 4 + 4  # the bank's rollouts count in the budget
+    with pytest.raises(ValueError, match="no provenance"):  # a run's dynamic bank is not a reference bank
+        dyn = ExperienceBank(tmp_path / "dyn.sqlite")
+        dyn.add([trace("t", "x", "a")])
+        train(tiny(tmp_path / "run2", bank=str(tmp_path / "dyn.sqlite")))
+
+
+def test_points_reached_without_a_student_update_repeat_the_last_one_and_training_tasks_are_scored_too(tmp_path):
+    """Bank building spends rollouts but never touches the student: the milestone it crosses repeats the
+    untrained student's point instead of evaluating the same weights again. ``--eval-training-tasks`` scores
+    the training pool beside the held-out tasks, in its own file."""
+    from lopd_train.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE, read_points
+
+    out = tmp_path / "run"
+    train(tiny(out, tasks="heads_0,tails_0", eval_tasks="heads_3,tails_3", eval_every_rollouts=4,
+               eval_training_tasks=True, eval_batch_size=2, bank_samples=2))
+    held, pool = read_points(out / HELDOUT_FILE), read_points(out / TRAIN_EVAL_FILE)
+    assert [p["rollouts"] for p in held] == [0, 4, 8] == [p["rollouts"] for p in pool]
+    assert held[1]["reused_from"] == 0 and held[1]["rewards"] == held[0]["rewards"]  # the bank's 4 rollouts
+    assert "reused_from" not in held[2] and held[2]["step"] == 1  # after a training step: evaluated again
+    assert set(held[0]["rewards"]) == {"heads_3", "tails_3"} and set(pool[0]["rewards"]) == {"heads_0", "tails_0"}

@@ -18,6 +18,7 @@ from lopd_envs import tools
 from lopd_envs.codeexec import extract
 from lopd_envs.suites.acebench import decode as acebench_decode
 from lopd_envs.suites.acebench.episodes import call_like
+from lopd_envs.suites.bfcl import convert as bfcl_convert
 from lopd_envs.suites.bfcl import decode as bfcl_decode
 from lopd_envs.suites.envscaler import actions, users
 from lopd_envs.suites.livecodebench.judge import official_extract
@@ -28,7 +29,8 @@ BOUND = 1.0
 PREFIXES = ["", "x", "<tool_call>", "```", "```python\n", "[", "[f(a=", "f(", "f(a<", "<think>", "@think@", "# Thought:",
             '{"name": "f", "arguments": ']
 UNITS = [" ", "\n", "[", "(", "{", '"', "\\\"", "`", "```", "<tool_call>", "<tool_call>{", "</tool_call>", "<think>",
-         "@think@", "# Thought:", "# Reply:", "a", "a=", "a.", "x=1,", "<A,", "[{", "[f(", "new (", "def f("]
+         "@think@", "# Thought:", "# Reply:", "a", "a=", "a.", "x=1,", "<A,", "[{", "[f(", "new (", "def f(", "[[],",
+         "new a[]{", "new HashMap<", "new ArrayList<>() {{", "add(", 'put("', "a:,"]
 SUFFIXES = ["", "x"]
 
 PARSERS: dict[str, Callable[[str], object]] = {
@@ -43,6 +45,11 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "bfcl.decode_python": lambda text: bfcl_decode.decode_text(text, "Python"),
     "bfcl.decode_java": lambda text: bfcl_decode.decode_text(text, "Java"),
     "bfcl.decode_javascript": lambda text: bfcl_decode.decode_text(text, "JavaScript"),
+    "bfcl.java_array": lambda text: bfcl_convert.java_value(text, "Array", "String"),
+    "bfcl.java_arraylist": lambda text: bfcl_convert.java_value(text, "ArrayList", "String"),
+    "bfcl.java_hashmap": lambda text: bfcl_convert.java_value(text, "HashMap"),
+    "bfcl.js_array": lambda text: bfcl_convert.js_value(text, "array"),
+    "bfcl.js_dict": lambda text: bfcl_convert.js_value(text, "dict"),
     "codeexec.fenced_blocks": extract.fenced_blocks,
     "livecodebench.official_extract": official_extract,
 }
@@ -58,7 +65,17 @@ KNOWN = [
     ("acebench.call_like", "", "[", ""),
     ("codeexec.fenced_blocks", "", "```", ""),
     ("bfcl.decode_java", "f(a=", "<", ")"),  # a lookahead rescanning from every "<"
+    ("bfcl.java_array", "", "new a[]{", ""),
+    ("bfcl.java_arraylist", "", "new ArrayList<>(Arrays.asList(", ""),
+    ("bfcl.java_hashmap", "", "new HashMap<", ""),
 ]
+
+
+@pytest.mark.parametrize("unit", ["[[],", "[[], ", "[[1]],"])
+def test_a_javascript_2d_array_cannot_be_split_exponentially(unit):
+    """The official two-dimensional array regex tried every split of the rows: 72 characters of ``[[],``
+    took 0.1 s and every 8 more multiplied that by five."""
+    assert _elapsed(PARSERS["bfcl.js_array"], unit * (LENGTH // len(unit))) < BOUND
 
 
 def test_a_java_type_argument_cannot_be_split_exponentially():

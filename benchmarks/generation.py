@@ -6,15 +6,16 @@
     python benchmarks/generation.py --model tiny-random --batches 1 2 --reps 1     # a smoke run (tests)
     (results, with their command and load average: benchmarks/results/generation/)
 
-Variants, all on the same prompts and the same number of new tokens (every row decodes exactly
-``--new-tokens``: the end-of-sequence id is withheld from both samplers, so the work does not depend on what
-was sampled):
+Variants, all on the same prompts, with the same sampling (``--temperature``/``--top-k``/``--top-p``, by default
+the training rollouts' 0.7 / 20 / 0.95 from ``TrainConfig``) and the same number of new tokens (every row
+decodes exactly ``--new-tokens``: the end-of-sequence id is withheld from both samplers, so the work does not
+depend on what was sampled):
 
-* ``hf generate``: a second copy of the backbone, never wrapped by peft, ``model.generate`` sampling at temperature 1, no
-  top-k/top-p, nothing returned but the tokens: what a plain ``transformers`` user runs. The baseline of every
-  ratio.
+* ``hf generate``: a second copy of the backbone, never wrapped by peft, ``model.generate`` sampling with the
+  same settings, nothing returned but the tokens: what a plain ``transformers`` user runs. The baseline of
+  every ratio.
 * ``lopd, LoRA off``: ``lopd_train.rollout.generate`` (what every rollout of the trainer calls: left padding,
-  shared prefill of duplicate prompts, per-step scores kept and turned into the sampler's log-probs) on the
+  shared prefill of duplicate prompts, each step's raw logits kept and turned into the sampler's log-probs) on the
   peft-wrapped policy with a student LoRA (r 16, all linear layers, as the trainer's default), all adapters
   disabled (the frozen teacher's setting).
 * ``lopd, LoRA on``: the same with the student adapter active, as training rollouts run.
@@ -26,8 +27,8 @@ was sampled):
 
 Timing: ``--reps`` rounds; in each, every variant runs once per batch size, in an order that rotates from
 round to round, so the machine's changing load falls on all of them alike; medians with their min-max are
-printed, and each ratio is taken per round (variant / hf generate of the same round), then its median and
-range. Two rates per call: **end to end** (``batch x new tokens / wall time of the call``, prefill of the
+printed, and each ratio is taken per round (the variant's tok/s over hf generate's in the same round: below 1
+is slower), then its median and range. Two rates per call: **end to end** (``batch x new tokens / wall time of the call``, prefill of the
 prompts included: what a rollout pays) and **decode** (``batch x (new tokens - 1)`` over the time from the end
 of the prefill forward to the end of the last forward, found by hooks on the transformer body: the rate the
 bounds below speak of).
@@ -224,9 +225,21 @@ def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
     return out
 
 
-def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
-    """Plain ``transformers``: left-padded batch, ``generate`` with sampling at temperature 1, no top-k/top-p, no
-    end-of-sequence id (exactly ``new_tokens`` each), no scores."""
+def trainer_sampling() -> dict[str, float]:
+    """The training rollouts' sampling settings, as ``lopd_train.trainer.TrainConfig`` defaults them (the
+    authors' temperature 0.7, top-k 20, top-p 0.95): what every rollout of a study pays for."""
+    import dataclasses
+
+    from lopd_train.trainer import TrainConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    return {k: defaults[k] for k in ("temperature", "top_k", "top_p")}
+
+
+def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tokens: int,
+                sampling: dict[str, float]) -> list[list[int]]:
+    """Plain ``transformers``: left-padded batch, ``generate`` sampling with the same temperature, top-k and
+    top-p as lopd's sampler, no end-of-sequence id (exactly ``new_tokens`` each), no scores or logits."""
     import torch
     from transformers import GenerationConfig
 
@@ -235,8 +248,8 @@ def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tok
     attn = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
-    gc = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                          pad_token_id=tokenizer.pad_token_id, eos_token_id=None, bos_token_id=None)
+    gc = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=sampling["temperature"],
+                          top_k=sampling["top_k"], top_p=sampling["top_p"], pad_token_id=tokenizer.pad_token_id, eos_token_id=None, bos_token_id=None)
     with torch.no_grad():
         out = backbone.generate(input_ids=ids, attention_mask=attn, generation_config=gc)
     return out[:, width:].tolist()
@@ -296,21 +309,23 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
     return {"plain": plain, "tokenizer": tok, "policy": policy, "shape": model_shape(plain)}
 
 
-def variant_runner(name: str, env: dict[str, Any], new_tokens: int) -> Callable[[list[list[int]]], dict]:
+def variant_runner(name: str, env: dict[str, Any], new_tokens: int,
+                   sampling: dict[str, float]) -> Callable[[list[list[int]]], dict]:
     """A function that samples the prompts with variant ``name`` and returns its tokens and any extra
     timings (the merge's)."""
     from lopd_train import models
     from lopd_train.rollout import SamplingConfig, generate
 
     policy, tok = env["policy"], env["tokenizer"]
-    sampling = SamplingConfig(max_new_tokens=new_tokens)
+    config = SamplingConfig(max_new_tokens=new_tokens, temperature=sampling["temperature"],
+                            top_k=int(sampling["top_k"]), top_p=sampling["top_p"])
 
     def lopd(prompts):
-        return [toks for toks, *_ in generate(policy, NoEOS(tok), prompts, sampling)]
+        return [toks for toks, *_ in generate(policy, NoEOS(tok), prompts, config)]
 
     def run(prompts: list[list[int]]) -> dict:
         if name == "hf generate":
-            return {"tokens": hf_generate(env["plain"], tok, prompts, new_tokens)}
+            return {"tokens": hf_generate(env["plain"], tok, prompts, new_tokens, sampling)}
         if name == "lopd, LoRA off":
             with models.base_only(policy):
                 return {"tokens": lopd(prompts)}
@@ -332,11 +347,11 @@ def bench(args: argparse.Namespace, env: dict[str, Any]) -> dict[str, Any]:
 
     bodies = {v: env["plain"].get_decoder() if v == BASELINE else decoder(env["policy"]) for v in args.variants}
     prompts = synthetic_prompts(env["tokenizer"], max(args.batches), args.prompt_tokens)
-    runners = {v: variant_runner(v, env, args.new_tokens) for v in args.variants}
+    sampling = sampling_of(args)
+    runners = {v: variant_runner(v, env, args.new_tokens, sampling) for v in args.variants}
     calls: dict[int, dict[str, list[dict]]] = {b: {v: [] for v in args.variants} for b in args.batches}
-    for b in args.batches:  # one untimed call each: first-use allocations and lazy initialisation
-        for v in args.variants:
-            runners[v](prompts[:b])
+    for v in args.variants:  # one untimed call each at the smallest batch: lazy initialisation, first imports
+        runners[v](prompts[:min(args.batches)])
     for rep in range(args.reps):
         load = load_average()[0]
         for b in args.batches:
@@ -397,7 +412,8 @@ def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[s
           f"embeddings), {shape['matmul_params'] / 1e6:.1f} M matmul parameters, KV cache "
           f"{shape['kv_bytes_per_position'] / 1024:.1f} KiB per position; read bandwidth {bandwidth / 1e9:.1f} GB/s, "
           f"GEMM {flops / 1e9:.1f} GFLOP/s (best of 5, {args.threads or 'default'} threads)")
-    print(f"prompts {args.prompt_tokens} tokens (distinct), {args.new_tokens} new tokens per row; median (min-max) "
+    print(f"sampling temperature {args.temperature}, top-k {args.top_k}, top-p {args.top_p} (both samplers); "
+          f"prompts {args.prompt_tokens} tokens (distinct), {args.new_tokens} new tokens per row; median (min-max) "
           f"of {args.reps} rounds; ratios per round against '{BASELINE}'")
     head = f"{'batch':>5s}  {'variant':<18s} {'end-to-end tok/s':>22s} {'vs hf':>18s} {'decode tok/s':>22s} " \
            f"{'vs hf':>18s} {'of roofline':>11s}"
@@ -417,6 +433,10 @@ def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[s
                  if "lora_on_vs_off_end_to_end" in row else ""))
 
 
+def sampling_of(args: argparse.Namespace) -> dict[str, float]:
+    return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="smollm2-135m-instruct")
@@ -426,6 +446,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--reps", type=int, default=3, help="rounds; every variant runs once per batch in each")
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--lora-r", type=int, default=16)
+    defaults = trainer_sampling()
+    p.add_argument("--temperature", type=float, default=defaults["temperature"])
+    p.add_argument("--top-k", type=int, default=defaults["top_k"])
+    p.add_argument("--top-p", type=float, default=defaults["top_p"])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--json", help="also write the results here")
@@ -446,7 +470,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_table(args, summary, env["shape"], bandwidth, flops)
     if check is not None:
         print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
-    result = {"model": args.model, "threads": threads, "cpus": os.cpu_count(), "prompt_tokens": args.prompt_tokens,
+    result = {"model": args.model, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(), "prompt_tokens": args.prompt_tokens,
               "new_tokens": args.new_tokens, "reps": args.reps, "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
               "gemm_flops": flops, "merge_max_logit_error": check, "summary": summary,
               "calls": {str(b): v for b, v in calls.items()},

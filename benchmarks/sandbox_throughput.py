@@ -2,11 +2,21 @@
 same run, same machine; plus the per-run overhead of each sandbox backend against a bare interpreter.
 
     python benchmarks/sandbox_throughput.py [--dataset humaneval|mbpp] [--workers N] [--skip-evalplus]
-        [--backend bubblewrap] [--evalplus-parallel N] [--json out.json]
+        [--backend bubblewrap] [--evalplus-parallel N] [--reps 3] [--skip-overhead] [--json out.json]
     python benchmarks/sandbox_throughput.py --overhead-only [--rounds 40]
 
 evalplus runs with ``--parallel`` equal to our workers unless told otherwise, so both sides get the same
-parallelism. The per-run overhead times the backends round by round (bare interpreter, then each backend
+parallelism. **How evalplus is timed** (issue 27): on its work, from the call of its ``evaluate`` to its
+return (dataset and cached expected outputs loaded, every solution checked, results written), in a fresh
+interpreter that then ends at once with ``os._exit``. evalplus 0.3.1's ``evaluate`` starts a non-daemon
+"stucking checker" thread that sleeps 20 s at a time, so its process cannot end until the thread next wakes:
+timed to the process's exit, every evalplus run lands just above a multiple of 20 s. Every evalplus figure
+below dated before 2026-12-03 was timed that way (hence 41.8-44.5 s, 21.8-22.3 s, 104.1 s, 252.1 s...): each
+includes up to 20 s of that idle wait, so it overstates evalplus's time and the ratio against lopd (the
+"1.09x to 3.31x" of two runs). The process's wall time (start-up and import included, without the wait) is
+printed beside the work. lopd and evalplus alternate in ``--reps`` interleaved rounds (lopd first, then
+evalplus first...), each round's ratio pairs the two runs next to each other, and the median with its range
+and the 1-minute load average of each round are printed. The per-run overhead times the backends round by round (bare interpreter, then each backend
 with its warm spares and cold), so the machine's load moves them together. For each it prints the latency
 (what the caller of ``run`` waits) and the CPU per run (user+sys of the host process and of every sandbox
 process, the start-up of the spare the run used included), both against the bare interpreter, and docker

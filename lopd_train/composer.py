@@ -1,4 +1,4 @@
-"""The latent composer C_φ (DESIGN.md section 7, step 4).
+"""The latent composer C_φ (docs/design.md section 7, step 4).
 
 Encoder: the frozen backbone with the composer's own LoRA adapter (a second peft adapter on the same base
 weights, so no second copy of the model) reads "task to solve + a retrieved experience". Compressor: a

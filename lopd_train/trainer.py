@@ -24,14 +24,16 @@ import random
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from lopd_train import distributed, models
+from lopd_train import config, distributed, models, tracking
+from lopd_train.config import (AlgorithmSection, BaselinesSection, DistributedSection, EnvSection, GrpoSection,
+                               HeldoutSection, LoggingSection, LopdSection, ModelSection, SamplingSection)
 from lopd_train.context import attach_transcript
 from lopd_train.experience import trace_key
 from lopd_train.rollout import (SamplingConfig, Trajectory, attach_sequence, make_envs, replay_trace, run_episodes,
@@ -40,149 +42,11 @@ from lopd_train.rollout import (SamplingConfig, Trajectory, attach_sequence, mak
 log = logging.getLogger(__name__)
 
 
-def knob(default: Any, help: str, **kw: Any):
-    return field(default=default, metadata={"help": help, **kw})
-
-
 @dataclass
-class TrainConfig:
-    # -- what to train on
-    env: str = knob("lopd/BFCLv3-v0", "gymnasium id of the lopd env to train on")
-    category: str = knob("simple", "benchmark category (comma-separated list, or 'all')")
-    data_dir: str | None = knob(None, "benchmark data folder (default: $LOPD_DATA_DIR, then the cache)")
-    env_kwargs: str = knob("{}", "extra gym.make keyword arguments, as a JSON object")
-    max_turns: int | None = knob(None, "turn limit per episode (default: the benchmark's own)")
-    tasks: str | None = knob(None, "comma-separated task ids to train on (default: every task of the categories)")
-    # -- the policy
-    model: str = knob(models.DEFAULT_MODEL, "model: 'smollm2-135m-instruct', 'tiny-random', a .gguf file, a folder "
-                                            "or a Hugging Face id")
-    device: str = knob("auto", "torch device ('auto': cuda when available, else cpu)")
-    dtype: str = knob("auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
-    lora_r: int = knob(16, "LoRA rank of the student adapter")
-    lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
-    composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
-    composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
-    lora_targets: str = knob("all-linear", "LoRA target modules ('all-linear' or comma-separated names)")
-    gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
-    share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
-                                    "rollout of the group (exact; off with gradient checkpointing)")
-    # -- the algorithm
-    algo: str = knob("lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
-    steps: int = knob(10, "training steps (one rollout batch and one update each)")
-    tasks_per_step: int = knob(4, "distinct tasks per step")
-    group_size: int = knob(2, "rollouts per task (a GRPO group)")
-    lr: float = knob(1e-4, "student learning rate (AdamW; the reference fine-tunes all weights at 1e-5, a LoRA "
-                           "student needs a larger step: see benchmarks/trainer_step.py --sweep)")
-    weight_decay: float = knob(0.0, "student weight decay")
-    max_grad_norm: float = knob(1.0, "gradient clipping norm (student and composer separately)")
-    minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
-    # -- sampling
-    max_new_tokens: int = knob(128, "tokens generated per turn at most")
-    temperature: float = knob(0.7, "sampling temperature of training rollouts (the authors' LOPD: 0.7)")
-    top_k: int = knob(20, "sample among the top-k tokens only (the authors': 20; 0: all). The recorded log-probs are "
-                          "the untruncated policy's")
-    top_p: float = knob(0.95, "nucleus sampling mass (the authors': 0.95; 1: all)")
-    max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
-    tool_syntax: str = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
-    tool_prompt: str = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
-                                    "auto (unless the env's prompt already lists them), always, never")
-    rollout_backend: str = knob("hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
-                                      "vLLM engine, pip install 'lopd[vllm]'; the LoRA is synced after each update)")
-    vllm_gpu_memory_utilization: float = knob(0.3, "vllm: the engine's share of the GPU memory (the trainer's "
-                                                   "update keeps the rest)")
-    vllm_sleep_mode: bool = knob(False, "vllm: the engine sleeps between rollout batches (weights offloaded, KV "
-                                        "cache freed) so the update has the GPU")
-    # -- LOPD
-    top_j: int = knob(3, "J: experiences retrieved per task")
-    num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
-    top_m: int = knob(20, "M: top-M tokens of the reverse KL's support (plus one tail bucket)")
-    kl_support: str = knob("teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
-                                      "student (TRL's GKD-style variant, from the sampler's recorded top-M)")
-    margin: float = knob(0.05, "m: the privileged margin the teacher must keep (delta >= m)")
-    beta_init: float = knob(0.0, "beta_0: initial dual variable of the margin constraint")
-    beta_lr: float = knob(0.5, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - mean delta))")
-    anchor_coef: float = knob(0.2, "lambda: weight of the anchor (MSE of the latents to the cold-started "
-                                    "composer's latents)")
-    composer_weighting: str = knob("sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
-                                               "the authors' code) or token (by their number of sampled tokens)")
-    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former; see "
-                                    "benchmarks/trainer_step.py --sweep)")
-    qformer_dim: int = knob(256, "Q-Former width")
-    qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
-    qformer_heads: int = knob(4, "Q-Former attention heads")
-    experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
-    experience_format: str = knob("chat", "how the encoder reads an experience: chat (its full chat transcript, "
-                                          "the authors' rendering) or trace (our compact action-result trace)")
-    bank_mode: str = knob("reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
-                                       "training by sampling the base model --bank-samples times on each training "
-                                       "task, keyed and queried by the task instruction, same-task retrieval allowed, "
-                                       "never the trajectory being scored; its rollouts count in the budget) or "
-                                       "dynamic (study v1: the run's own successes, keyed by their trace, the task's "
-                                       "own rollouts excluded)")
-    bank: str | None = knob(None, "reference mode: a bank built by `lopd bank build` (default: build one into the run "
-                                  "folder at the start)")
-    bank_samples: int = knob(4, "reference mode, bank built in the run: samples of the base model per training task")
-    bank_keep_failures: bool = knob(False, "reference mode, bank built in the run: keep failed samples too (the "
-                                           "authors' build_memory_bank.py keeps every trajectory by default)")
-    init_bank: str | None = knob(None, "dynamic mode: seed the bank of a new run from a bank.sqlite or a JSONL of "
-                                       "traces (Trace.to_json per line; failures are skipped)")
-    cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
-                                      "teacher) before on-policy training (the reference: 1000); 0 skips it")
-    cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
-    cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
-                                            "(with the --init-bank traces)")
-    cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")
-    cold_start_greedy: bool = knob(False, "cold start: its rollout batches decode greedily, one rollout for each of "
-                                          "tasks_per_step x group_size distinct tasks (a small model's greedy "
-                                          "answer succeeds more often than its samples)")
-    allow_empty_cold_start: bool = knob(False, "let a cold start that finds fewer successful pairs than "
-                                               "--cold-start-min-successes, or runs 0 steps, go on (logged as "
-                                               "cold_start_empty); without it the run stops and says why")
-    freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training "
-                                        "(refused when the cold start did not train it)")
-    use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
-    beta_max: float = knob(0.0, "runaway guard: cap on the dual variable beta (0: off, the authors' semantics). With "
-                                "mostly failed rollouts a growing beta lets the composer widen delta by making the "
-                                "teacher rate the student's own tokens lower (study v1's lopd-m0.1-s0)")
-    pig_every: int = knob(0, "every N steps, log the privileged-information gain (teacher NLL without and with its "
-                             "context on held-back successful trajectories; lopd_train/diagnostics.py); 0: never")
-    pig_trajectories: int = knob(8, "held-back successful trajectories for the PIG metric (never in the bank)")
-    # -- text-context self-distillation baselines (opsd, sdpo, sdft, skill_sd)
-    teacher: str = knob("base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
-                                "student, updated after each student step)")
-    ema_decay: float = knob(0.99, "decay of the EMA teacher (--teacher ema): ema <- d*ema + (1-d)*student")
-    distill_loss: str = knob("topk", "their student loss: topk (reverse KL over the top-M + tail, --kl-support) "
-                                     "or sampled (sampled-token estimate)")
-    skill_tokens: int = knob(64, "skill_sd: tokens of one greedy skill summary at most")
-    importance_clip: float = knob(2.0, "skill_sd: clip of the importance weight p_student/p_sampler per token")
-    # -- GRPO
-    grpo_kl_coef: float = knob(0.0, "GRPO: weight of the k3 KL to the reference (the base model, LoRA off); 0: none")
-    clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
-    clip_high: float = knob(0.2, "GRPO: upper clip of the ratio (1 + eps_high)")
-    grpo_scale_rewards: bool = knob(True, "GRPO: divide group-centred rewards by the group std")
-    # -- held-out evaluation (lopd_train/heldout.py): greedy, on tasks never trained on, at fixed rollout counts
-    eval_every_rollouts: int = knob(0, "evaluate the student on the held-out tasks at rollouts 0, N, 2N, ... "
-                                       "(heldout.jsonl); 0: never")
-    eval_tasks: str | None = knob(None, "comma-separated held-out task ids (default: every task of the eval env); "
-                                        "removed from the default training pool, an error in an explicit --tasks")
-    eval_env_kwargs: str = knob("{}", "gym.make keyword arguments of the held-out env over the training env's, as a "
-                                      "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
-    eval_training_tasks: bool = knob(False, "also evaluate the student greedily on its training tasks at the same "
-                                            "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
-                                            "held-out reward")
-    eval_batch_size: int = knob(8, "held-out episodes generated together")
-    rollout_budget: int = knob(0, "stop once this many rollouts are spent (cold start included), even before "
-                                  "--steps; 0: no limit")
-    # -- bookkeeping
-    output_dir: str = knob("runs/lopd", "run folder (logs, checkpoints, bank, curve, exported student)")
-    seed: int = knob(0, "seed of task sampling, generation and initialisation")
-    save_every: int = knob(1, "checkpoint every N steps (and always at the end)")
-    keep_checkpoints: int = knob(2, "checkpoints kept on disk")
-    export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
-    tensorboard: bool = knob(True, "write TensorBoard events")
-    progress: bool = knob(True, "show progress bars")
-    env_workers: int = knob(8, "threads stepping envs in parallel")
-    threads: int = knob(0, "torch CPU threads (0: torch's default)")
+class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSection, BaselinesSection, LopdSection,
+                  SamplingSection, AlgorithmSection, ModelSection, EnvSection):
+    """Every setting of a training run: the union of the sections of :mod:`lopd_train.config` (where each field,
+    its default and help text live), checked when it is built."""
 
     def sampling(self, records_top_m: bool = False) -> SamplingConfig:
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
@@ -194,12 +58,9 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     def __post_init__(self) -> None:
-        choices = {"kl_support": ("teacher", "student"), "composer_weighting": ("sequence", "token"),
-                   "experience_format": ("chat", "trace"), "teacher": ("base", "ema"),
-                   "distill_loss": ("topk", "sampled"), "bank_mode": ("reference", "dynamic")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        config.normalise(self, json_text=config.JSON_TEXT)
+        config.check_values(self)  # choices and types, from flags, a file or Python alike
+        tracking.parse_report_to(self.report_to)
         if self.freeze_composer and self.cold_start_steps <= 0:
             raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
                              "the composer would stay at its random initialisation")

@@ -1,4 +1,4 @@
-"""LOPD: Latent On-Policy Self-Distillation (DESIGN.md section 7), as the authors' code does it.
+"""LOPD: Latent On-Policy Self-Distillation (docs/design.md section 7), as the authors' code does it.
 
 One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task groups:
 

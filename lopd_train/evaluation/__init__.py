@@ -19,12 +19,14 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_envs import provenance
-from lopd_train import leaderboards
+from lopd_train import config, leaderboards
+from lopd_train.config import (EvalBackendSection, EvalEnvSection, EvalModelSection, EvalOutputSection,
+                               EvalSamplingSection)
 from lopd_train.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
                                  sampling_dict)
 from lopd_train.evaluation import report
@@ -34,44 +36,15 @@ from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
 
 
 @dataclass
-class EvalConfig:
-    """Every setting of ``lopd-eval`` (also the keys of its ``--config`` TOML/JSON file)."""
-
-    model: str = ""
-    adapter: str | None = None
-    env: list[str] = field(default_factory=list)
-    category: str = "all"
-    language: str | None = None
-    data_dir: str | None = None
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    limit: int | None = None
-    tasks: list[str] | None = None
-    samples: int = 1
-    temperature: float = 0.0
-    max_new_tokens: int = 256
-    max_sequence_tokens: int = 4096
-    batch_size: int = 8
-    backend: str = "hf"
-    base_url: str | None = None
-    api_key_env: str | None = None
-    served_model: str | None = None
-    concurrency: int = 8
-    request_timeout: float = 120.0
-    max_retries: int = 5
-    request_extra: dict[str, Any] = field(default_factory=dict)  # extra JSON fields of every openai request
-    tool_mode: str = "auto"
-    tool_syntax: str = "hermes"
-    tool_prompt: str = "auto"
-    device: str = "auto"
-    dtype: str = "auto"
-    seed: int = 0
-    output: str = "eval"
-    resume: bool = False
-    progress: bool = True
+class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, EvalEnvSection, EvalModelSection):
+    """Every setting of ``lopd-eval`` (also the keys of its ``--config`` TOML/JSON file): the union of the
+    evaluation sections of :mod:`lopd_train.config`, checked when it is built."""
 
     def __post_init__(self) -> None:
-        if self.backend not in ("hf", "vllm", "openai"):
-            raise ValueError(f"--backend must be hf, vllm or openai, not {self.backend!r}")
+        config.normalise(self, json_dict=config.EVAL_JSON)
+        config.check_values(self)  # choices and types, from flags, a file or Python alike
+        if not self.model:
+            raise ValueError("--model is required (or model = ... in --config)")
         if self.backend == "openai" and not self.base_url:
             raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         if self.samples < 1 or (self.limit is not None and self.limit < 1) or self.batch_size < 1:

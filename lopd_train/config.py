@@ -1,0 +1,480 @@
+"""One typed configuration for ``lopd-train`` and ``lopd-eval``: dataclass sections, parsed by transformers'
+``HfArgumentParser`` (flags, ``--help`` grouped by section, choices from ``Literal`` types), with a TOML or
+JSON file (``--config``) under the flags.
+
+Why one tree: the two commands used to read settings differently (comma strings here, lists there; a TOML list
+crashed one, a string silently became a set of characters in the other; a misspelt algorithm failed only after
+the model had loaded). Now:
+
+* every setting is a field of a section below, with its help text; ``TrainConfig`` (``lopd_train/trainer.py``) is
+  the union of the training sections, ``EvalConfig`` (``lopd_train/evaluation``) of the evaluation ones;
+* lists are written the same way everywhere: several values after the flag (``--tasks simple_0 simple_1``) or a
+  TOML array (``tasks = ["simple_0", "simple_1"]``); a comma-separated string is still read, so older configs
+  parse unchanged;
+* choices (``Literal`` fields) are checked when the config is built, from flags, a file or Python, before any
+  model or data is loaded, and a bad value names the accepted ones;
+* precedence: a resumed run's saved ``config.json``, then ``--config FILE``, then the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+from lopd_envs.options import check_choice
+
+DEFAULT_MODEL = "smollm2-135m-instruct"  # lopd_train.models.DEFAULT_MODEL (not imported: it pulls in torch)
+ALGORITHM_NAMES = ("lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla")  # lopd_train.algorithms.ALGORITHMS
+LIST_HELP = "; several: values after the flag, or a TOML list"
+
+
+def knob(default: Any, help: str, **kw: Any):
+    """A setting: its default and help text; ``kw`` go to argparse (``HfArgumentParser`` passes metadata on)."""
+    return field(default=default, metadata={"help": help, **kw})
+
+
+def listed(default: Any, help: str):
+    """A list setting stored as the comma-joined string the trainer reads: several values on the command line,
+    a list or a comma-separated string in a file (:func:`normalise` joins them)."""
+    return knob(default, help + LIST_HELP, nargs="+")
+
+
+@dataclass
+class EnvSection:
+    """What to train on: the lopd env, its categories and tasks."""
+
+    _argument_group_name = 'env'
+
+    env: str = knob("lopd/BFCLv3-v0", "gymnasium id of the lopd env to train on")
+    category: str = listed("simple", "benchmark category (or 'all')")
+    data_dir: str | None = knob(None, "benchmark data folder (default: $LOPD_DATA_DIR, then the cache)")
+    env_kwargs: str = knob("{}", "extra gym.make keyword arguments, as a JSON object")
+    max_turns: int | None = knob(None, "turn limit per episode (default: the benchmark's own)")
+    tasks: str | None = listed(None, "task ids to train on (default: every task of the categories)")
+
+
+@dataclass
+class ModelSection:
+    """The policy: the backbone and its LoRA adapters."""
+
+    _argument_group_name = 'model'
+
+    model: str = knob(DEFAULT_MODEL, "model: 'smollm2-135m-instruct', 'tiny-random', a .gguf file, a folder "
+                                            "or a Hugging Face id")
+    device: str = knob("auto", "torch device ('auto': cuda when available, else cpu)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = knob("auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
+    lora_r: int = knob(16, "LoRA rank of the student adapter")
+    lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
+    composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
+    composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
+    lora_targets: str = listed("all-linear", "LoRA target modules ('all-linear' or module names)")
+    gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
+    share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
+                                    "rollout of the group (exact; off with gradient checkpointing)")
+
+
+@dataclass
+class AlgorithmSection:
+    """The algorithm and its optimiser."""
+
+    _argument_group_name = 'algorithm'
+
+    algo: Literal[ALGORITHM_NAMES] = knob("lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
+    steps: int = knob(10, "training steps (one rollout batch and one update each)")
+    tasks_per_step: int = knob(4, "distinct tasks per step")
+    group_size: int = knob(2, "rollouts per task (a GRPO group)")
+    lr: float = knob(1e-4, "student learning rate (AdamW; the reference fine-tunes all weights at 1e-5, a LoRA "
+                           "student needs a larger step: see benchmarks/trainer_step.py --sweep)")
+    weight_decay: float = knob(0.0, "student weight decay")
+    max_grad_norm: float = knob(1.0, "gradient clipping norm (student and composer separately)")
+    minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
+
+
+@dataclass
+class SamplingSection:
+    """How training rollouts are sampled."""
+
+    _argument_group_name = 'sampling'
+
+    max_new_tokens: int = knob(128, "tokens generated per turn at most")
+    temperature: float = knob(0.7, "sampling temperature of training rollouts (the authors' LOPD: 0.7)")
+    top_k: int = knob(20, "sample among the top-k tokens only (the authors': 20; 0: all). The recorded log-probs are "
+                          "the untruncated policy's")
+    top_p: float = knob(0.95, "nucleus sampling mass (the authors': 0.95; 1: all)")
+    max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
+    tool_syntax: Literal["hermes", "python"] = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
+    tool_prompt: Literal["auto", "always", "never"] = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
+                                    "auto (unless the env's prompt already lists them), always, never")
+
+
+@dataclass
+class LopdSection:
+    """LOPD: retrieval, the composer, the margin, the experience bank, the cold start."""
+
+    _argument_group_name = 'LOPD'
+
+    top_j: int = knob(3, "J: experiences retrieved per task")
+    num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
+    top_m: int = knob(20, "M: top-M tokens of the reverse KL's support (plus one tail bucket)")
+    kl_support: Literal["teacher", "student"] = knob("teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
+                                      "student (TRL's GKD-style variant, from the sampler's recorded top-M)")
+    margin: float = knob(0.05, "m: the privileged margin the teacher must keep (delta >= m)")
+    beta_init: float = knob(0.0, "beta_0: initial dual variable of the margin constraint")
+    beta_lr: float = knob(0.5, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - mean delta))")
+    anchor_coef: float = knob(0.2, "lambda: weight of the anchor (MSE of the latents to the cold-started "
+                                    "composer's latents)")
+    composer_weighting: Literal["sequence", "token"] = knob("sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
+                                               "the authors' code) or token (by their number of sampled tokens)")
+    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former; see "
+                                    "benchmarks/trainer_step.py --sweep)")
+    qformer_dim: int = knob(256, "Q-Former width")
+    qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
+    qformer_heads: int = knob(4, "Q-Former attention heads")
+    experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
+    experience_format: Literal["chat", "trace"] = knob("chat", "how the encoder reads an experience: chat (its full chat transcript, "
+                                          "the authors' rendering) or trace (our compact action-result trace)")
+    bank_mode: Literal["reference", "dynamic"] = knob("reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
+                                       "training by sampling the base model --bank-samples times on each training "
+                                       "task, keyed and queried by the task instruction, same-task retrieval allowed, "
+                                       "never the trajectory being scored; its rollouts count in the budget) or "
+                                       "dynamic (study v1: the run's own successes, keyed by their trace, the task's "
+                                       "own rollouts excluded)")
+    bank: str | None = knob(None, "reference mode: a bank built by `lopd bank build` (default: build one into the run "
+                                  "folder at the start)")
+    bank_samples: int = knob(4, "reference mode, bank built in the run: samples of the base model per training task")
+    bank_keep_failures: bool = knob(False, "reference mode, bank built in the run: keep failed samples too (the "
+                                           "authors' build_memory_bank.py keeps every trajectory by default)")
+    init_bank: str | None = knob(None, "dynamic mode: seed the bank of a new run from a bank.sqlite or a JSONL of "
+                                       "traces (Trace.to_json per line; failures are skipped)")
+    cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
+                                      "teacher) before on-policy training (the reference: 1000); 0 skips it")
+    cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
+    cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
+                                            "(with the --init-bank traces)")
+    cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")
+    cold_start_greedy: bool = knob(False, "cold start: its rollout batches decode greedily, one rollout for each of "
+                                          "tasks_per_step x group_size distinct tasks (a small model's greedy "
+                                          "answer succeeds more often than its samples)")
+    allow_empty_cold_start: bool = knob(False, "let a cold start that finds fewer successful pairs than "
+                                               "--cold-start-min-successes, or runs 0 steps, go on (logged as "
+                                               "cold_start_empty); without it the run stops and says why")
+    freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training "
+                                        "(refused when the cold start did not train it)")
+    use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
+    beta_max: float = knob(0.0, "runaway guard: cap on the dual variable beta (0: off, the authors' semantics). With "
+                                "mostly failed rollouts a growing beta lets the composer widen delta by making the "
+                                "teacher rate the student's own tokens lower (study v1's lopd-m0.1-s0)")
+    pig_every: int = knob(0, "every N steps, log the privileged-information gain (teacher NLL without and with its "
+                             "context on held-back successful trajectories; lopd_train/diagnostics.py); 0: never")
+    pig_trajectories: int = knob(8, "held-back successful trajectories for the PIG metric (never in the bank)")
+
+
+@dataclass
+class BaselinesSection:
+    """The text-context self-distillation baselines."""
+
+    _argument_group_name = 'baselines (opsd, sdpo, sdft, skill_sd)'
+
+    teacher: Literal["base", "ema"] = knob("base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
+                                "student, updated after each student step)")
+    ema_decay: float = knob(0.99, "decay of the EMA teacher (--teacher ema): ema <- d*ema + (1-d)*student")
+    distill_loss: Literal["topk", "sampled"] = knob("topk", "their student loss: topk (reverse KL over the top-M + tail, --kl-support) "
+                                     "or sampled (sampled-token estimate)")
+    skill_tokens: int = knob(64, "skill_sd: tokens of one greedy skill summary at most")
+    importance_clip: float = knob(2.0, "skill_sd: clip of the importance weight p_student/p_sampler per token")
+
+
+@dataclass
+class GrpoSection:
+    """The policy-gradient baseline."""
+
+    _argument_group_name = 'GRPO'
+
+    grpo_kl_coef: float = knob(0.0, "GRPO: weight of the k3 KL to the reference (the base model, LoRA off); 0: none")
+    clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
+    clip_high: float = knob(0.2, "GRPO: upper clip of the ratio (1 + eps_high)")
+    grpo_scale_rewards: bool = knob(True, "GRPO: divide group-centred rewards by the group std")
+
+
+@dataclass
+class HeldoutSection:
+    """Greedy evaluation on tasks never trained on, at fixed rollout counts (lopd_train/heldout.py)."""
+
+    _argument_group_name = 'held-out evaluation'
+
+    eval_every_rollouts: int = knob(0, "evaluate the student on the held-out tasks at rollouts 0, N, 2N, ... "
+                                       "(heldout.jsonl); 0: never")
+    eval_tasks: str | None = listed(None, "held-out task ids (default: every task of the eval env); "
+                                        "removed from the default training pool, an error in an explicit --tasks")
+    eval_env_kwargs: str = knob("{}", "gym.make keyword arguments of the held-out env over the training env's, as a "
+                                      "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
+    eval_training_tasks: bool = knob(False, "also evaluate the student greedily on its training tasks at the same "
+                                            "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
+                                            "held-out reward")
+    eval_batch_size: int = knob(8, "held-out episodes generated together")
+    rollout_budget: int = knob(0, "stop once this many rollouts are spent (cold start included), even before "
+                                  "--steps; 0: no limit")
+
+
+@dataclass
+class LoggingSection:
+    """The run folder, checkpoints, export and experiment tracking."""
+
+    _argument_group_name = 'logging'
+
+    output_dir: str = knob("runs/lopd", "run folder (logs, checkpoints, bank, curve, exported student)")
+    seed: int = knob(0, "seed of task sampling, generation and initialisation")
+    save_every: int = knob(1, "checkpoint every N steps (and always at the end)")
+    keep_checkpoints: int = knob(2, "checkpoints kept on disk")
+    export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
+    tensorboard: bool = knob(True, "write TensorBoard events")
+    progress: bool = knob(True, "show progress bars")
+    report_to: str = listed("tensorboard", "trackers of every metric and of the rollout tables: none, tensorboard, "
+                                           "trackio, wandb, several at once (lopd_train/tracking.py)")
+    rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
+                                       "reward, retrieved experiences, delta, teacher-student KL); 0: never")
+
+
+@dataclass
+class DistributedSection:
+    """Who samples (HF or a colocated vLLM engine) and how many threads work (data-parallel ranks come from accelerate launch)."""
+
+    _argument_group_name = 'distributed and engines'
+
+    rollout_backend: Literal["hf", "vllm"] = knob("hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
+                                      "vLLM engine, pip install 'lopd[vllm]'; the LoRA is synced after each update)")
+    vllm_gpu_memory_utilization: float = knob(0.3, "vllm: the engine's share of the GPU memory (the trainer's "
+                                                   "update keeps the rest)")
+    vllm_sleep_mode: bool = knob(False, "vllm: the engine sleeps between rollout batches (weights offloaded, KV "
+                                        "cache freed) so the update has the GPU")
+    env_workers: int = knob(8, "threads stepping envs in parallel")
+    threads: int = knob(0, "torch CPU threads (0: torch's default)")
+
+
+TRAIN_SECTIONS = (EnvSection, ModelSection, AlgorithmSection, SamplingSection, LopdSection, BaselinesSection,
+                  GrpoSection, HeldoutSection, LoggingSection, DistributedSection)
+#: training settings holding a JSON object as text (a TOML table is written as one)
+JSON_TEXT = ("env_kwargs", "eval_env_kwargs")
+
+
+# ------------------------------------------------------------------------------------------ lopd-eval
+
+
+@dataclass
+class EvalModelSection:
+    """What is scored: a checkpoint, a run, or a served model."""
+
+    _argument_group_name = "model"
+
+    model: str = knob("", "HF id or folder, LoRA adapter folder, .gguf, the smollm2-135m-instruct alias, or a "
+                          "lopd-train run folder (its student/ or latest checkpoint); with --backend openai: the "
+                          "served model name (required)")
+    adapter: str | None = knob(None, "a LoRA adapter folder to apply (vllm: through LoRARequest; hf: merged)")
+    device: str = knob("auto", "torch device (hf)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = knob("auto", "weights dtype (hf, vllm)")
+
+
+@dataclass
+class EvalEnvSection:
+    """The envs and tasks scored."""
+
+    _argument_group_name = "env"
+
+    env: list[str] = knob(None, "env ids (lopd/BFCLv3-v0 ...): --env A B, or --env A --env B, or a TOML list",
+                          action="extend")
+    category: str = listed("all", "benchmark category (or 'all')")
+    language: str | None = knob(None, "benchmark language where the env has several (ACEBench: en, zh)")
+    data_dir: str | None = knob(None, "benchmark data folder")
+    env_kwargs: dict[str, Any] = knob(None, "gym.make keyword arguments (JSON): for every env, or per env under "
+                                            "its id ({\"lopd/EnvScaler-v0\": {\"source\": \"ours\"}})")
+    limit: int | None = knob(None, "first N tasks per env (the benchmark's order)")
+    tasks: list[str] | None = knob(None, "task ids to score (several: values after the flag, or a TOML list)")
+
+
+@dataclass
+class EvalSamplingSection:
+    """How answers are generated."""
+
+    _argument_group_name = "sampling"
+
+    samples: int = knob(1, "samples per task (pass@k with evalplus's unbiased estimator); needs --temperature")
+    temperature: float = knob(0.0, "sampling temperature (0: greedy)")
+    max_new_tokens: int = knob(256, "tokens per turn at most")
+    max_sequence_tokens: int = knob(4096, "episode token budget (hf, vllm)")
+    batch_size: int = knob(8, "episodes in lockstep: one batched generate, or that many concurrent requests")
+    tool_syntax: Literal["hermes", "python"] = knob("hermes", "tool-call syntax asked for in the text tool prompt")
+    tool_prompt: Literal["auto", "always", "never"] = knob("auto", "list the tools in our system prompt: auto "
+                                                                    "(unless the env's prompt lists them), always, never")
+    seed: int = knob(0, "base seed (each task and sample gets its own)")
+
+
+@dataclass
+class EvalBackendSection:
+    """Who generates: transformers, vLLM, or an OpenAI-compatible server."""
+
+    _argument_group_name = "backend"
+
+    backend: Literal["hf", "vllm", "openai"] = knob("hf", "generation backend")
+    base_url: str | None = knob(None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (--backend openai)")
+    api_key_env: str | None = knob(None, "environment variable holding the server's API key")
+    served_model: str | None = knob(None, "model name to send to the server (default: --model)")
+    concurrency: int = knob(8, "concurrent requests (openai)")
+    request_timeout: float = knob(120.0, "seconds per request (openai)")
+    max_retries: int = knob(5, "retries with exponential backoff (openai, the SDK's)")
+    request_extra: dict[str, Any] = knob(None, "extra JSON fields of every request (openai), e.g. "
+                                               "{\"repeat_penalty\": 1.0} for llama.cpp")
+    tool_mode: Literal["auto", "native", "text"] = knob("auto", "openai: native tools=, our text tool prompt, or auto "
+                                                                 "(native; a request whose tools are refused is sent "
+                                                                 "again as text, counted in results.json)")
+
+
+@dataclass
+class EvalOutputSection:
+    """Where results go."""
+
+    _argument_group_name = "output"
+
+    output: str = knob("eval", "output folder (records.jsonl, results.json, results.md, results.png)")
+    resume: bool = knob(False, "skip records already in --output/records.jsonl (same settings)")
+    progress: bool = knob(True, "show a progress bar")
+
+
+EVAL_SECTIONS = (EvalModelSection, EvalEnvSection, EvalSamplingSection, EvalBackendSection, EvalOutputSection)
+EVAL_JSON = ("env_kwargs", "request_extra")  # dict settings: JSON on the command line, a table in a file
+
+
+# ------------------------------------------------------------------------------------------ the machinery
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_list(typ: Any) -> bool:
+    """``list[...]`` or ``list[...] | None``."""
+    return typing.get_origin(typ) is list or any(typing.get_origin(t) is list for t in typing.get_args(typ))
+
+
+def normalise(obj: Any, json_text: Sequence[str] = (), json_dict: Sequence[str] = ()) -> None:
+    """In place: list settings stored as comma-joined text (``listed``) joined from lists; list-typed settings
+    given as one comma-separated string split (never a set of characters); ``json_text`` settings given as a
+    table dumped to JSON text; ``json_dict`` settings given as JSON text loaded (None: {})."""
+    types = field_types(type(obj))
+    for f in dataclasses.fields(obj):
+        v, typ = getattr(obj, f.name), types[f.name]
+        if _is_list(typ):
+            if isinstance(v, str):
+                setattr(obj, f.name, [x.strip() for x in v.split(",") if x.strip()])
+            elif v is None and f.metadata.get("action") == "extend":
+                setattr(obj, f.name, [])
+        elif f.metadata.get("nargs") == "+" and isinstance(v, (list, tuple)):
+            setattr(obj, f.name, ",".join(str(x) for x in v))
+        elif f.name in json_text and isinstance(v, dict):
+            setattr(obj, f.name, json.dumps(v))
+        elif f.name in json_dict:
+            setattr(obj, f.name, {} if v is None else json.loads(v) if isinstance(v, str) else dict(v))
+
+
+def check_values(obj: Any) -> None:
+    """Every ``Literal`` setting holds one of its values, and numbers, flags and text have their types (a value
+    from a file is not converted by argparse): a ``ValueError`` naming the setting and what it accepts."""
+    for name, typ in field_types(type(obj)).items():
+        v = getattr(obj, name)
+        options = typing.get_args(typ) if typing.get_origin(typ) is Literal else None
+        if options is not None:
+            check_choice(name, v, options)
+            continue
+        members = typing.get_args(typ) if typing.get_origin(typ) in (typing.Union, types.UnionType) else (typ,)
+        if not all(t in (int, float, bool, str, type(None)) for t in members):
+            continue  # lists and dicts: normalised, not type-checked here
+        allowed = tuple(members)
+        if float in allowed and int not in allowed:
+            allowed += (int,)
+        if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
+            raise ValueError(f"{name} must be {' or '.join(t.__name__ for t in allowed)}, got {v!r}")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The epilog's examples kept as written; each option's default after its help, unless the help already
+    says what the default is or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def build_parser(sections: Sequence[type], prog: str, description: str, epilog: str = "",
+                 dict_settings: Sequence[str] = ()):
+    """The command's parser: one group per section (``--help`` grouped), every field a flag
+    (``--name``/``--na-me``), choices from ``Literal`` types."""
+    from transformers import HfArgumentParser
+
+    parser = HfArgumentParser(list(sections), prog=prog, description=description, epilog=epilog,
+                              formatter_class=HelpFormatter, usage=f"{prog} [--config FILE] [options]")
+    for action in parser._actions:
+        if action.dest in dict_settings:  # a dict setting is JSON text on the command line
+            action.type = json.loads
+        # the dashed spelling first (--max-new-tokens); the underscored one still works
+        action.option_strings.sort(key=lambda o: ("_" in o, o.startswith("--no_")))
+    parser.add_argument("--config", help="TOML or JSON file of settings (keys: the option names); flags override "
+                                         "it, and it overrides a resumed run's saved config.json")
+    return parser
+
+
+def _given(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """Only the flags present in ``argv`` (every default suppressed), so that a file's values stay unless a flag
+    names them."""
+    saved = {a.dest: a.default for a in parser._actions}
+    try:
+        for action in parser._actions:
+            if action.dest != "help":
+                action.default = argparse.SUPPRESS
+        return parser.parse_args(argv)
+    finally:
+        for action in parser._actions:
+            action.default = saved[action.dest]
+
+
+def load_settings(path: str | Path, cls: type) -> dict[str, Any]:
+    """A TOML or JSON settings file; keys are field names (dashes read as underscores). An unknown key is an
+    error naming it and the closest known one."""
+    import difflib
+
+    text = Path(path).read_text()
+    if str(path).endswith(".json"):
+        data = json.loads(text)
+    else:
+        import tomllib
+
+        data = tomllib.loads(text)
+    known = [f.name for f in dataclasses.fields(cls)]
+    out = {}
+    for k, v in data.items():
+        key = k.replace("-", "_")
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            raise ValueError(f"{path}: unknown setting {k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        out[key] = v
+    return out
+
+
+def parse(cls: type, parser: argparse.ArgumentParser, argv: Sequence[str] | None,
+          base: dict[str, Any] | None = None) -> tuple[Any, argparse.Namespace]:
+    """``cls`` from ``base`` (e.g. a resumed run's saved settings), then ``--config``, then the flags given;
+    returns it (checked by its ``__post_init__``) and the namespace of everything parsed."""
+    full = parser.parse_args(argv)  # --help, and argparse's own errors (unknown flags, bad choices), first
+    given = vars(_given(parser, argv))
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = dict(base or {})
+    if full.config:
+        values.update(load_settings(full.config, cls))
+    values.update({k: v for k, v in given.items() if k in names})
+    return cls(**{k: v for k, v in values.items() if k in names}), full

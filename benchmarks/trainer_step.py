@@ -1,52 +1,102 @@
-"""Time and peak memory of one LOPD update against one GRPO-style update (policy gradient only), on the same
-batch and the same model. Prints the ratios (targets: time <= 1.5x, memory <= 1.3x).
+"""Time and peak memory of one update of each algorithm (GRPO, LOPD, OPSD, SDPO, SDFT, Skill-SD) on the same
+batch and the same model, every ratio against GRPO's update measured in the same run (targets for LOPD, issue
+23: update <= 2x GRPO's, whole step <= 1.5x).
 
-    python benchmarks/trainer_step.py            # SmolLM2-135M-Instruct, 1 task x 4 rollouts, one timed pair
+    python benchmarks/trainer_step.py --threads 1 --reps 2 --explain   # the committed run (see below)
+    python benchmarks/trainer_step.py            # SmolLM2-135M-Instruct, 1 task x 4 rollouts, all six algorithms
+    python benchmarks/trainer_step.py --algos grpo lopd --reps 2      # GRPO and LOPD only (faster)
     python benchmarks/trainer_step.py --model tiny-random --reps 2
     python benchmarks/trainer_step.py --sweep --tasks 2 --group 2   # learning rates x LoRA ranks
     (results, with their commands and load averages: benchmarks/results/trainer_step/)
 
-The defaults are small (one task group, 256-token prompts, 32 sampled tokens, a warm-up then one timed pair,
-memory from one update) so that a run ends in minutes on a shared 2-core machine; pass ``--tasks 2
---prompt-tokens 384 --completion-tokens 64 --reps 3`` for the shape of the earlier figures below.
+This command line is stable: whoever changes an algorithm's update re-runs the first command and compares
+its table with ``benchmarks/results/trainer_step/smollm2_default.txt``. ``--json FILE`` also writes every
+figure (the LOPD/GRPO ratios under the keys the earlier revisions wrote: ``time_ratio_median``,
+``step_ratio_median``, ``peak_memory_ratio``, ``update_memory_ratio``, ``lopd_sections_median``).
 
-Time: GRPO and LOPD updates alternate in one process on the same policy and batch (other jobs on a shared
-machine then slow both alike); the warm-up pair is not counted; medians and best-of are reported. Memory:
-each algorithm alone in a fresh process (so one cannot reuse the other's allocator pages; the two processes
-run side by side). The batch is
-synthetic but shaped like a BFCL rollout batch: ``--tasks`` tasks x ``--group`` rollouts, a chat prompt of
-about ``--prompt-tokens`` tokens and ``--completion-tokens`` sampled tokens each, half of them successful;
-LOPD retrieves J experiences per task from a bank of successful traces. Memory: on CUDA the peak allocated
-by torch during the update; on CPU the process's peak resident set during the update, sampled every 5 ms,
-reported both in total and as the increase over the resident set before the update (the workers run with
-``MALLOC_MMAP_THRESHOLD_=1MiB`` so that freed blocks leave the resident set). Time: the median wall time and
-the median CPU time of the process (the latter is less sensitive to other jobs on a shared machine).
+The defaults are small (one task group, 256-token prompts, 32 sampled tokens, a warm-up then ``--reps``
+timed rounds, memory from one update) so that a run ends in minutes on a shared 2-core machine; pass
+``--tasks 2 --prompt-tokens 384 --completion-tokens 64 --reps 3`` for the shape of the earliest figures.
+
+The batch is synthetic but shaped like a BFCL rollout batch: ``--tasks`` tasks x ``--group`` rollouts, a chat
+prompt of about ``--prompt-tokens`` tokens and ``--completion-tokens`` sampled tokens each, half of them
+successful; a bank of successful traces (the batch's and ``--bank-size`` others) from which LOPD retrieves
+J experiences per task, SDFT its demonstration and Skill-SD its skills; SDPO's hint is another success of the
+same group; OPSD's reference answer comes from a stand-in env (:class:`BenchEnv`). Every algorithm runs with
+the trainer's defaults (teacher = the frozen backbone, top-M reverse KL). Skill-SD's per-step work includes
+summarising that step's new successes: before each timed Skill-SD update the batch's successes are marked
+as not yet summarised (:func:`steady_state`), so every timed update summarises them, as a training step does.
+
+Time: all the updates run in one process on the same policy and batch, in interleaved rounds whose order
+rotates (round r starts with the r-th algorithm), so other jobs on a shared machine slow all of them alike;
+a warm-up round is not counted. Each ratio is paired: an algorithm's update over GRPO's in the same round,
+then the median and range (min-max) over rounds; the CPU time of the process is given beside the wall time
+(less sensitive to other jobs). The whole step is the round's rollout of the batch (HF generate with the
+student LoRA, at most ``--completion-tokens`` new tokens, temperature 1; ``benchmarks/generation.py``
+measures rollout speed properly) plus the update. The timing process runs with the allocator as the trainer
+has it (see "Why" below). Memory: each algorithm alone in a fresh process, two side by side; on CUDA the
+peak allocated by torch during the update; on CPU the process's peak resident set during the update,
+sampled every 5 ms, in total and as the increase over the resident set before the update (these processes
+run with ``MALLOC_MMAP_THRESHOLD_=1MiB`` so that freed blocks leave the resident set).
+
+Sections (:class:`SectionTimer`): each update split into student forward/backward, teacher forward,
+compose, composer backward, Skill-SD's summaries, contexts, optimiser steps and the rest, with wall time,
+CPU time and minor page faults per section.
+
+Measured 2026-12-03 07:11-07:34 (issue 27), ``--threads 1 --reps 2 --explain``, 1 task x 4 rollouts
+(1,172 sequence tokens, 128 sampled), the machine shared with other jobs (load average 8.9-11.9 on 2
+cores; ``benchmarks/results/trainer_step/smollm2_default.txt``), median (min-max) of the 2 rounds:
+
+  algorithm  update s (wall)    vs GRPO, per round   vs GRPO, CPU  whole step vs GRPO  peak MB (vs GRPO)  supervised
+  GRPO       11.3 (11.3-11.4)   1                    1 (5.1 s)     1                   1,736              all
+  LOPD       28.5 (26.7-30.3)   2.52x (2.35-2.68)    3.31x         1.68x               3,587 (2.07x)      all
+  OPSD       14.7 (12.6-16.8)   1.30x (1.11-1.48)    1.48x         1.13x               2,045 (1.18x)      all
+  SDPO       25.4 (24.3-26.5)   2.24x (2.14-2.34)    2.61x         1.55x               2,057 (1.18x)      all
+  SDFT       16.4 (15.0-17.7)   1.44x (1.32-1.56)    1.67x         1.20x               2,245 (1.29x)      all
+  Skill-SD   25.8 (21.9-29.7)   2.28x (1.93-2.62)    2.67x         1.57x               2,261 (1.30x)      all
+
+So LOPD's update is 2.52x GRPO's (goal <= 2x: not met) and its whole step 1.68x (goal <= 1.5x: not met).
+
+Where the time goes (CPU s of the median round): GRPO is the student's forward 2.4 and backward 2.7. Each
+text baseline adds one teacher forward (no graph) over its longer prompt: OPSD 2.7, SDFT 3.2, Skill-SD 3.0
+(+5.5 s of CPU, 40 % of its update's, greedily summarising the step's 2 successes into skills). SDPO's hint is a
+different success for each rollout, so a group splits into several teacher prompts and student passes
+(teacher 5.1, student forward 3.8, backward 4.3). LOPD: compose (encoder + Q-Former) 2.6, teacher forward
+3.1, composer backward 5.4 (the largest part), student forward 2.6 and backward 3.0: its own extra work is
+the composer's encoder and the teacher with a graph to the latents, 11.1 s of its 17.1 s of CPU.
+
+Why LOPD's "student forward" section took longer than GRPO's (the figure issue 27 asked about; same
+student, same tokens, the same ``score_group`` call): the earlier revisions ran the timing process with
+``MALLOC_MMAP_THRESHOLD_=1MiB``, which only the memory measurement needs. Under that setting glibc serves
+a block of 1 MiB or more from the heap's free space when it can and otherwise maps fresh pages (unmapped
+again when freed). In GRPO's update the previous step's freed activations leave room, so its forward reuses
+them; in LOPD's update the composer's encoder graph and the teacher's graph are alive while
+the student's forward runs, the heap has no room, and every large activation of that forward is a fresh
+mapping whose pages fault on first touch (LOPD's update grows the resident set by 2,348 MB, GRPO's by
+745 MB). ``--explain`` measures exactly that, the same forward and
+backward of the same group, alone and with LOPD's graphs alive (median of 2 rounds, same run):
+
+  allocator                              student forward: alone -> with LOPD's graphs alive   page faults
+  the trainer's (the timing worker now)  CPU 1.97 -> 2.23 s (1.13x), wall 4.1 -> 4.5 s         0 -> 10 k
+  MALLOC_MMAP_THRESHOLD_=1MiB (before)   CPU 2.24 -> 3.12 s (1.39x), wall 6.0 -> 9.6 s         5 k -> 281 k (~1.1 GB)
+
+So most of that section's excess was the benchmark's allocator setting (281 k faults, +39 % CPU, +60 % wall);
+with the trainer's allocator LOPD's student forward costs 1.10x GRPO's in the full update (2.63 vs 2.40 s
+CPU; 99 k faults) and 1.13x in the probe: the rest is a working set 1.6 GB larger (cache and page-table
+pressure). And on a loaded 2-core machine a wall-clock section is as much the other jobs' doing as its own:
+the CPU column is the one to compare sections by.
+
+Earlier figures (before issue 27; the timing process then ran with ``MALLOC_MMAP_THRESHOLD_=1MiB``, which
+inflated LOPD's figures as explained above):
 
 Measured before issue 8 (student top-M support, latents before BOS, no teacher top-k pass), SmolLM2-135M
 fp32, LoRA r=16, 2 tasks x 4 rollouts, 384-token prompts, 64 sampled tokens, J=3, K=32, M=20:
 LOPD update 2.59x GRPO's time (18.3 s vs 7.1 s median), peak memory 1.14x.
 
-After issue 8 (teacher top-k support: a no-gradient teacher pass, then the student step, then the composer
-step with its own teacher pass; the encoder run per (task, experience) pair), ``--model tiny-random --reps 1``
-on a 2-core machine at load average 5.4 (shared with other jobs): update time 2.65x GRPO's (7.57 s vs
-2.85 s), whole step (rollout + update) 1.54x, peak memory 1.65x. SmolLM2-135M, ``--threads 1 --reps 2``
-(default batch: 1 task x 4 rollouts, 1,172 sequence tokens), 2026-12-01 at load average 3.2-3.8:
-LOPD update 26.3 s vs GRPO's 7.1 s median (3.69x; 3.83x in CPU time), whole step 1.90x, peak memory 2.09x
-(update-only increase 3.21x); split of the LOPD update: teacher forward 27%, composer backward 23%,
-compose (encoder + Q-Former) 23%, student forward 13%, student backward 11%
-(``benchmarks/results/trainer_step/smollm2_default.txt``). ``--sweep``: ``smollm2_sweep.txt`` there, and
-the table in ``lopd_train/algorithms/lopd.py``'s docstring. The script prints the load average beside
-its figures.
-
-Where LOPD's extra time goes (``SectionTimer`` prints the split of the LOPD update): the composer's encoder
-(the backbone with its LoRA) over the J retrieved experiences, forward and backward; the teacher's forward
-over [prompt with J*K latent tokens; continuations] and its backward to the latents; the student's own
-pass is GRPO's. Since this revision the teacher and the encoder run once per group, not twice (a
-no-gradient pass for the student's target and a second one with a graph for the composer: the student's step
-cannot change the frozen teacher, so one pass serves both), and the teacher's prompt before the first latent
-(system prompt and tool listing) runs without a graph, so the teacher's backward covers only the latents,
-the task and the continuations. The price is memory: the encoder's and the teacher's graphs are alive
-during the student's step.
+After issue 8, SmolLM2-135M, ``--threads 1 --reps 2``, 2026-12-01 at load average 3.2-3.8: LOPD update
+26.3 s vs GRPO's 7.1 s median (3.69x; 3.83x in CPU time), whole step 1.90x, peak memory 2.09x (update-only
+increase 3.21x); split of the LOPD update: teacher forward 27%, composer backward 23%, compose 23%, student
+forward 13%, student backward 11%.
 
 Sweep (``--sweep``, see ``sweep_worker``): the learning-rate and LoRA-rank measurement behind the defaults in
 ``lopd_train/algorithms/lopd.py``'s knob table; it needs ``--tasks 2`` or more (the last task is held

@@ -29,6 +29,8 @@ WRITE_TMP = ("def check_func(final_state):\n    open('/tmp/left-by-a', 'w').writ
              "    os.chmod('/tmp/d', 0)\n    return True")
 SEES_NOTHING = ("def check_func(final_state):\n    import os, time\n    time.sleep(0.6)\n"
                 "    return os.listdir('/tmp') == [] and os.listdir('/dev/shm') == []")
+FLOOD = ("def check_func(final_state):\n    import os\n    i = 0\n    while True:\n"
+         "        os.close(os.open(f'/tmp/{i}', os.O_CREAT | os.O_WRONLY))\n        i += 1")
 DAEMON = ("def check_func(final_state):\n    import os, time\n    if os.fork() == 0:\n        os.setsid()\n"
           "        time.sleep(0.3)\n        open('/tmp/late', 'w').write('x')\n        os._exit(0)\n    return True")
 FORK_BOMB = ("def check_func(final_state):\n    import os, time\n    while True:\n        try:\n"
@@ -54,6 +56,7 @@ SCENARIOS = {
     "hang-first": [HANG, GOOD, GOOD, GOOD],
     "tmp": [WRITE_TMP, SEES_NOTHING],
     "daemon": [DAEMON, SEES_NOTHING],
+    "flood": [FLOOD, SEES_NOTHING, GOOD],
     "fork-bomb": [FORK_BOMB, FORKS, FORKS],
     "memory": [MEMORY_HOG, GOOD, GOOD],
     "forged-verdict": [FORGED_VERDICT, GOOD],
@@ -93,6 +96,12 @@ def test_each_check_starts_from_a_clean_private_tmp(data_dir, task_id):
     before the next one starts."""
     reward, checks, _ = graded(data_dir, task_id)
     assert [c["passed"] for c in checks] == [True, True], checks
+
+
+def test_a_check_that_floods_tmp_with_files_costs_no_sibling(data_dir):
+    """Files created for a whole deadline are removed before the next check, within the host's budget."""
+    reward, checks, _ = graded(data_dir, "flood")
+    assert [c["passed"] for c in checks] == [False, True, True], checks
 
 
 def test_a_fork_bomb_leaves_the_next_checks_their_process_budget(data_dir):

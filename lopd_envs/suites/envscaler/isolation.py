@@ -128,8 +128,10 @@ class EnvWorker:
         A dead worker or a malformed reply fails every check (it never passes one)."""
         funcs, states = list(funcs), list(states)
         message = {"op": "check", "funcs": funcs, "states": states, "timeout": self.check_timeout}
-        # the checks run one after another, each under its own deadline, plus clearing the sandbox before each
-        budget = (self.check_timeout + CHECK_SLACK) * len(funcs) * len(states) + self.call_timeout
+        # The checks run one after another, each under the worker's own deadline, and the sandbox is cleared
+        # after each: removing what a check wrote takes no longer than the check took to write it, hence twice
+        # the deadline per check. This host deadline is only the net under a wedged worker.
+        budget = (2 * self.check_timeout + CHECK_SLACK) * len(funcs) * len(states) + self.call_timeout
         reply = self._request(message, budget)
         results = reply.get("results") if reply is not None and reply["ok"] else None
         if not (isinstance(results, list) and len(results) == len(states)

@@ -1,15 +1,19 @@
-"""Sample efficiency: held-out reward against rollouts spent, for LOPD, its baselines and its ablations.
+"""Sample efficiency (study v2, issue 23): held-out reward against rollouts spent, for LOPD, its baselines
+and its ablations.
 
-Every run trains one algorithm on the same env, model, training tasks and rollout budget, and the trainer
-evaluates the student greedily on the same held-out tasks (never trained on) at rollouts 0, 96, 192, ...
-(``lopd_train/heldout.py``). Each run is an ordinary ``lopd-train`` run folder under ``runs/<variant>-s<seed>/``
-with its config beside it in ``configs/``, so any single run can be rerun or continued by hand with the
-``lopd-train`` command printed in ``commands.md``. The task choice (BFCL-v3 simple with a two-example few-shot prompt, and why) is in
-``task_choice.md``.
+Every run trains one algorithm on the same setting (``examples/study_v2/base.toml``: env, prompt, model, a
+recurring pool of 32 training tasks and 120 held-out tasks fixed before any run) with the same rollout budget,
+bank building and cold start included. The trainer evaluates the student greedily on the held-out tasks and on
+its training pool at rollouts 0, E, 2E, ... (``lopd_train/heldout.py``). Each run is an ordinary ``lopd-train``
+run folder under ``runs/<variant>-s<seed>/`` with its config beside it in ``configs/``, so any single run can be
+rerun or continued by hand with the ``lopd-train`` command printed in ``commands.md``.
 
-Outputs in ``--out`` (default ``benchmarks/results/sample_efficiency``): ``results.md`` and ``results.csv``
-(held-out mean reward at each budget, mean and spread over seeds, rollouts needed to reach GRPO's final
-reward), ``sample_efficiency.png`` (one line per variant, a band for the seed spread), ``commands.md``.
+Outputs in ``--out`` (default ``benchmarks/results/study_v2``): ``results.md`` and ``results.csv`` (held-out
+and training-pool reward at each budget, mean and spread over seeds; the difference to GRPO paired over tasks
+with a 95% bootstrap interval; rollouts needed to reach GRPO's final reward; the LOPD diagnostics: cold start,
+student KL, δ on successes and failures, β, PIG, and any runaway of δ), ``sample_efficiency.png``,
+``diagnostics.png``, ``commands.md``. The first study (``benchmarks/results/sample_efficiency/``) is void for
+LOPD; its ``STATUS.md`` says why.
 
     python benchmarks/sample_efficiency.py                      # the whole study (days on 2 CPU cores)
     python benchmarks/sample_efficiency.py --resume             # continue: finished runs skipped, partial resumed
@@ -35,32 +39,31 @@ from pathlib import Path
 from typing import Any, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sample_efficiency"
+DEFAULT_OUT = ROOT / "benchmarks" / "results" / "study_v2"
+# The shared setting: env, prompt, model, the recurring training pool (32 tasks) and the 120 held-out tasks,
+# fixed before any run (the file says how they were drawn). Every run reads it; no run tunes on the held-out.
+SETTING = ROOT / "examples" / "study_v2" / "base.toml"
 
-# The held-out tasks: 36 BFCL-v3 `simple` tasks drawn at random (seed 0) from those not used to measure the
-# base model's success (simple_2-49 and simple_300-323; see task_choice.md), never trained on, never used to
-# choose a setting. Drawn, not a slice: BFCL's tasks are ordered by topic and a slice is another
-# distribution. The two worked examples of the few-shot prompt are simple_0 and simple_1 (the env serves
-# neither); the training pool is every other task.
-HELDOUT = [f"simple_{i}" for i in sorted(random.Random(0).sample(
-    [i for i in range(2, 400) if not (2 <= i < 50 or 300 <= i < 324)], 36))]
-FEW_SHOT = "simple_0,simple_1"
 
-# What every run shares. One step = 2 tasks x 4 rollouts = 8 rollouts (a group of 4: group-relative
-# advantages and SDPO's "another successful rollout of the same task" need more than a pair when successes are
-# rare, and a group's prompt is prefilled once); the budget (cold start included) is what ends a run, `steps`
-# is only an upper bound.
-COMMON: dict[str, Any] = {
-    "env": "lopd/BFCLv3-v0", "category": "simple", "env_kwargs": {"few_shot": FEW_SHOT},
-    "model": "smollm2-135m-instruct",
-    "tasks_per_step": 2, "group_size": 4, "max_new_tokens": 48, "experience_tokens": 128,
-    # rollouts at 0.8, not the reference's 1.0: at 1.0 the 135M model found no success in 16 training
-    # rollouts, at 0.8 3 in 24 (training tasks; task_choice.md)
-    "temperature": 0.8,
-    "cold_start_steps": 8, "cold_start_batch_size": 4, "cold_start_min_successes": 4, "cold_start_max_batches": 2,
-    "eval_tasks": ",".join(HELDOUT), "eval_batch_size": 12,
-    "save_every": 1, "keep_checkpoints": 1, "export": False, "progress": False,
-}
+def setting() -> dict[str, Any]:
+    import tomllib
+
+    return tomllib.loads(SETTING.read_text())
+
+
+HELDOUT = setting()["eval_tasks"].split(",")
+POOL = setting()["tasks"].split(",")
+
+# What every run adds to the setting: the training pool's reward is evaluated beside the held-out one.
+COMMON: dict[str, Any] = {**setting(), "eval_training_tasks": True}
+
+# LOPD's own: a reference bank of 4 base-model samples per training task (128 rollouts, counted in the
+# budget), a cold start on its successes, the PIG metric every 8 steps. The cold start's length is the pilot's
+# (benchmarks/results/privileged_gain/: the latent PIG after cold start against its controls).
+LOPD: dict[str, Any] = {"bank_samples": 4, "cold_start_steps": 200, "cold_start_batch_size": 8,
+                        "cold_start_min_successes": 8, "pig_every": 8, "pig_trajectories": 8}
+# the text baselines that read a bank build the same one (the same rollouts spent)
+BANKED: dict[str, Any] = {"bank_samples": 4}
 
 TINY: dict[str, Any] = {
     "env": "lopd_train.testing:lopd-test/Coin-v0", "category": "all", "model": "tiny-random",
@@ -68,7 +71,9 @@ TINY: dict[str, Any] = {
     "lora_alpha": 8, "composer_lora_r": 4, "composer_lora_alpha": 8, "num_latents": 4, "qformer_dim": 32,
     "qformer_layers": 1, "top_m": 4, "lr": 1e-3, "composer_lr": 1e-3, "skill_tokens": 8,
     "cold_start_steps": 1, "cold_start_batch_size": 2, "cold_start_min_successes": 1, "cold_start_max_batches": 1,
-    "eval_tasks": "heads_3,tails_3", "eval_batch_size": 2,
+    "allow_empty_cold_start": True, "bank_samples": 1, "pig_every": 0,
+    "tasks": "heads_0,heads_1,tails_0,tails_1", "eval_tasks": "heads_3,tails_3", "eval_batch_size": 2,
+    "eval_training_tasks": True,
     "save_every": 1, "keep_checkpoints": 1, "export": False, "progress": False, "tensorboard": False,
 }
 
@@ -85,17 +90,19 @@ class Variant:
 
 
 VARIANTS = [
-    Variant("lopd", "lopd", seeds=(0, 1), about="LOPD (the method: latent teacher, margin m=0.05)"),
-    Variant("grpo", "grpo", seeds=(0, 1), about="GRPO (policy gradient, group-relative advantages)"),
+    Variant("lopd", "lopd", LOPD, seeds=(0, 1, 2), about="LOPD (the method: latent teacher, margin m=0.05)"),
+    Variant("grpo", "grpo", seeds=(0, 1, 2), about="GRPO (policy gradient, group-relative advantages)"),
+    Variant("opsd", "opsd", seeds=(0, 1, 2), about="OPSD (teacher given the reference answer)"),
     Variant("vanilla", "vanilla", about="no update (the base model at every budget)"),
-    Variant("sdpo", "sdpo", about="SDPO (teacher re-prompted with another successful rollout or feedback)"),
-    Variant("opsd", "opsd", about="OPSD (teacher given the reference answer)"),
-    Variant("sdft", "sdft", about="SDFT (teacher given a demonstration)"),
-    Variant("skill_sd", "skill_sd", about="Skill-SD (teacher given summarised skills)"),
-    Variant("lopd-frozen", "lopd", {"freeze_composer": True}, about="LOPD, composer frozen after the cold start"),
-    Variant("lopd-nomargin", "lopd", {"use_margin": False}, about="LOPD without the privileged margin"),
-    Variant("lopd-m0.02", "lopd", {"margin": 0.02}, about="LOPD, margin m=0.02"),
-    Variant("lopd-m0.1", "lopd", {"margin": 0.1}, about="LOPD, margin m=0.1"),
+    Variant("sdpo", "sdpo", BANKED, about="SDPO (teacher re-prompted with another successful rollout or feedback)"),
+    Variant("sdft", "sdft", BANKED, about="SDFT (teacher given a demonstration)"),
+    Variant("skill_sd", "skill_sd", BANKED, about="Skill-SD (teacher given summarised skills)"),
+    Variant("lopd-frozen", "lopd", {**LOPD, "freeze_composer": True},
+            about="LOPD, the cold-started composer kept fixed"),
+    Variant("lopd-nomargin", "lopd", {**LOPD, "beta_lr": 0.0, "beta_init": 0.0},
+            about="LOPD without the privileged margin (eta 0, beta_0 0)"),
+    Variant("lopd-m0.02", "lopd", {**LOPD, "margin": 0.02}, about="LOPD, margin m=0.02"),
+    Variant("lopd-m0.1", "lopd", {**LOPD, "margin": 0.1}, about="LOPD, margin m=0.1"),
 ]
 BY_NAME = {v.name: v for v in VARIANTS}
 
@@ -125,15 +132,18 @@ def plan(names: Sequence[str], seeds: Sequence[int] | None) -> list[Run]:
         for v in chosen:
             if k < len(per[v.name]):
                 runs.append(Run(v, per[v.name][k]))
-    if seeds is None:  # the two headline runs first: LOPD and GRPO seed 0, then the rest
-        runs.sort(key=lambda r: (0 if r.variant.name in ("lopd", "grpo") and r.seed == 0 else 1))
+    if seeds is None:  # the headline runs first: LOPD, GRPO and OPSD seed 0, then the rest
+        runs.sort(key=lambda r: (0 if r.variant.name in ("lopd", "grpo", "opsd") and r.seed == 0 else 1))
     return runs
 
 
 def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool) -> dict[str, Any]:
     base = TINY if tiny else COMMON
     per_step = base["tasks_per_step"] * base["group_size"]
-    return {**base, "algo": run.variant.algo, **run.variant.settings, "seed": run.seed,
+    settings = dict(run.variant.settings)
+    if tiny:  # the toy's sizes win over the study's
+        settings = {k: v for k, v in settings.items() if k not in TINY}
+    return {**base, "algo": run.variant.algo, **settings, "seed": run.seed,
             "rollout_budget": budget, "steps": math.ceil(budget / per_step), "eval_every_rollouts": every,
             "output_dir": str(out / "runs" / run.name)}
 
@@ -209,18 +219,123 @@ def execute_child(run: Run, cfg_path: Path, run_dir: Path, threads: int) -> int:
 
 # ------------------------------------------------------------------------------------------- report
 
-def collect(out: Path, runs: Sequence[Run], budget: int, every: int) -> dict[str, dict[int, dict[int, float]]]:
-    """variant -> milestone -> seed -> held-out mean reward, for the points written so far."""
+def collect(out: Path, runs: Sequence[Run], budget: int, every: int, filename: str | None = None,
+            per_task: bool = False) -> dict[str, dict[int, dict[int, Any]]]:
+    """variant -> milestone -> seed -> mean reward (or, ``per_task``, the point's ``{task: reward}``), for the
+    points written so far; ``filename``: heldout.jsonl (default) or train_eval.jsonl (the training pool)."""
     from lopd_train.heldout import HELDOUT_FILE, read_points
 
     wanted = set(milestones(budget, every))
-    data: dict[str, dict[int, dict[int, float]]] = {}
+    data: dict[str, dict[int, dict[int, Any]]] = {}
     for run in runs:
-        for p in read_points(out / "runs" / run.name / HELDOUT_FILE):
+        for p in read_points(out / "runs" / run.name / (filename or HELDOUT_FILE)):
             for m in [p["milestone"], *p.get("skipped_milestones", [])]:
                 if m in wanted:
-                    data.setdefault(run.variant.name, {}).setdefault(int(m), {})[run.seed] = float(p["mean_reward"])
+                    value = dict(p.get("rewards") or {}) if per_task else float(p["mean_reward"])
+                    data.setdefault(run.variant.name, {}).setdefault(int(m), {})[run.seed] = value
     return data
+
+
+def seed_mean_per_task(by_seed: dict[int, dict[str, float]]) -> dict[str, float]:
+    """Each task's reward averaged over the seeds that scored it."""
+    tasks: dict[str, list[float]] = {}
+    for rewards in by_seed.values():
+        for task, r in rewards.items():
+            tasks.setdefault(task, []).append(float(r))
+    return {task: sum(v) / len(v) for task, v in tasks.items()}
+
+
+def paired_difference(a: dict[str, float], b: dict[str, float], reps: int = 2000,
+                      seed: int = 0) -> dict[str, float] | None:
+    """Mean of ``a[task] - b[task]`` over the tasks both scored, with a 95% percentile bootstrap interval over
+    tasks (paired: the same tasks on both sides, so task difficulty cancels). None without common tasks."""
+    import numpy as np
+
+    common = sorted(set(a) & set(b))
+    if not common:
+        return None
+    d = np.array([a[k] - b[k] for k in common])
+    rng = np.random.default_rng(seed)
+    boots = d[rng.integers(len(d), size=(reps, len(d)))].mean(axis=1)
+    low, high = np.percentile(boots, [2.5, 97.5])
+    return {"diff": float(d.mean()), "low": float(low), "high": float(high), "n": len(common)}
+
+
+def paired_table(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], budget: int, every: int,
+                 ) -> list[list[str]]:
+    """Rows ``[variant, cell per milestone]``: the variant minus GRPO, per task (seed means), 95% bootstrap."""
+    grpo = per_task.get("grpo", {})
+    rows = []
+    for name, by_m in per_task.items():
+        if name == "grpo":
+            continue
+        cells = []
+        for m in milestones(budget, every):
+            if m not in by_m or m not in grpo:
+                cells.append("")
+                continue
+            d = paired_difference(seed_mean_per_task(by_m[m]), seed_mean_per_task(grpo[m]))
+            cells.append("" if d is None else f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+        rows.append([name, *cells])
+    return rows
+
+
+def runaways(rows: Sequence[dict[str, Any]], window: int = 5, jump: float = 1.0) -> list[tuple[int, int, float]]:
+    """Where the privileged margin δ grew by more than ``jump`` nats per token within ``window`` training steps
+    (study v1's lopd-m0.1-s0: 0.83 -> 4.29 over steps 41-45, the composer breaking the teacher on the
+    student's own tokens): ``(from step, to step, growth)`` for each such stretch, merged."""
+    steps = [(int(r["step"]), float(r["margin_delta"])) for r in rows
+             if r.get("phase") == "train" and isinstance(r.get("margin_delta"), (int, float))]
+    found: list[tuple[int, int, float]] = []
+    for i, (s0, d0) in enumerate(steps):
+        for s1, d1 in steps[i + 1:]:
+            if s1 - s0 > window:
+                break
+            if d1 - d0 > jump:
+                if found and found[-1][1] >= s0:
+                    found[-1] = (found[-1][0], max(found[-1][1], s1), max(found[-1][2], d1 - d0))
+                else:
+                    found.append((s0, s1, d1 - d0))
+    return found
+
+
+DIAGNOSTICS = (("student_kl", "student KL to the teacher (per token)"),
+               ("margin_delta_success", "δ on successful rollouts"),
+               ("margin_delta_failure", "δ on failed rollouts"),
+               ("beta", "β (dual variable)"),
+               ("pig_latent", "PIG of the latents (nats / token)"),
+               ("probe_teacher_nll", "teacher NLL on banked successes"))
+
+
+def diagnostics_plot(out: Path, runs: Sequence[Run], path: Path) -> bool:
+    """One panel per training diagnostic (:data:`DIAGNOSTICS`) against rollouts, one line per run that logs
+    it (the LOPD family). False when no run has any yet."""
+    from lopd_train.heldout import read_points
+
+    series = {r.name: [x for x in read_points(out / "runs" / r.name / "metrics.jsonl") if x.get("phase") == "train"]
+              for r in runs}
+    series = {k: v for k, v in series.items() if any("margin_delta" in x for x in v)}
+    if not series:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+    for ax, (key, title) in zip(axes.flat, DIAGNOSTICS):
+        for name, rows in series.items():
+            pts = [(x["rollouts"], x[key]) for x in rows if isinstance(x.get(key), (int, float))]
+            if pts:
+                ax.plot(*zip(*pts), lw=1.2, label=name)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("rollouts", fontsize=8)
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
 
 
 def mean_spread(values: Sequence[float]) -> tuple[float, float]:
@@ -345,7 +460,8 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
     md = ["# Sample efficiency: held-out mean reward against rollouts", "",
           f"Held-out mean reward (greedy) at each rollout count; `a ± b`: mean over seeds ± half their range. "
           f"Last column: the first evaluated budget at which the variant's seed mean reaches GRPO's final "
-          f"({budget}-rollout) reward. Generated by `{study_cmd}`; see `task_choice.md` and `commands.md`.", "",
+          f"({budget}-rollout) reward. Generated by `{study_cmd}`; the setting is `examples/study_v2/base.toml`, "
+          f"the exact commands `commands.md`.", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md += ["", "Runs: " + ", ".join(f"`{k}` {v}" for k, v in states.items()), "",
@@ -367,10 +483,50 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
         if ch is not None:
             md.append(f"| {r.name} | {ch['from']} → {ch['to']} | {ch['kept']} | {', '.join(ch['gained']) or '–'} "
                       f"| {', '.join(ch['lost']) or '–'} |")
+    from lopd_train.heldout import TRAIN_EVAL_FILE
+
+    ms = milestones(budget, every)
+    pool = collect(out, runs, budget, every, filename=TRAIN_EVAL_FILE)
+    if pool:
+        _, pool_rows, _ = table(pool, budget, every, expected)
+        md += ["", "Training-pool reward (greedy, the tasks the runs train on: what RL optimises), mean over seeds "
+               "± half their range:", "", "| variant | seeds | " + " | ".join(map(str, ms)) + " |",
+               "|" + "---|" * (len(ms) + 2)]
+        md += ["| " + " | ".join(r[:-1]) + " |" for r in pool_rows]
+    paired = paired_table(collect(out, runs, budget, every, per_task=True), budget, every)
+    if paired:
+        md += ["", "Held-out difference to GRPO, paired over the same tasks (each task's reward averaged over "
+               "seeds), with a 95% bootstrap interval over tasks; an interval that excludes 0 separates the two:",
+               "", "| variant | " + " | ".join(map(str, ms)) + " |", "|" + "---|" * (len(ms) + 1)]
+        md += ["| " + " | ".join(r) + " |" for r in paired]
+    diag = []
+    for r in runs:
+        rows_m = read_points(out / "runs" / r.name / "metrics.jsonl")
+        train = [x for x in rows_m if x.get("phase") == "train" and "margin_delta" in x]
+        if not train:
+            continue
+        cold = next((x for x in rows_m if x.get("phase") == "cold_start" and "cold_start_steps" in x), {})
+        last = train[-1]
+        mean = lambda k: (sum(x[k] for x in train if isinstance(x.get(k), (int, float))) /  # noqa: E731
+                          max(1, sum(isinstance(x.get(k), (int, float)) for x in train)))
+        pig = [x["pig_latent"] for x in train if isinstance(x.get("pig_latent"), (int, float))]
+        jumps = runaways(rows_m)
+        diag.append(f"| {r.name} | {cold.get('cold_start_steps', '')} | {fmt(cold.get('cold_start_nll_first'), '.3f')} → "
+                    f"{fmt(cold.get('cold_start_nll_last'), '.3f')} | {mean('student_kl'):.4f} | "
+                    f"{mean('margin_delta_success'):+.4f} | {mean('margin_delta_failure'):+.4f} | {last['beta']:.3f} | "
+                    f"{fmt(pig[-1] if pig else None, '+.3f')} | "
+                    f"{'; '.join(f'steps {a}-{b}: +{g:.2f}' for a, b, g in jumps) or '–'} |")
+    if diag:
+        md += ["", "LOPD diagnostics (`diagnostics.png` has the curves): cold start, the mean student KL, δ on "
+               "successful and failed rollouts, β at the end, the latents' last PIG, and any runaway (δ grown by "
+               "more than 1 nat/token within 5 steps):", "",
+               "| run | cold-start steps | cold-start NLL | student KL | δ success | δ failure | β end | PIG latent | "
+               "runaway |", "|---|---:|---|---:|---:|---:|---:|---:|---|"] + diag
+        diagnostics_plot(out, runs, out / "diagnostics.png")
     md.append("")
     (out / "results.md").write_text("\n".join(md))
     plot(data, out / "sample_efficiency.png", f"held-out reward vs rollouts ({len(data)} variants)")
-    return {"data": data, "rows": rows, "states": states}
+    return {"data": data, "rows": rows, "states": states, "paired": paired}
 
 
 # ------------------------------------------------------------------------------------------- main
@@ -379,10 +535,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--algos", default=",".join(v.name for v in VARIANTS),
                     help="comma-separated variants (default: all): " + ", ".join(v.name for v in VARIANTS))
-    ap.add_argument("--seeds", default=None, help="comma-separated seeds for every variant (default: 0,1 for "
-                    "lopd and grpo, 0 for the rest)")
-    ap.add_argument("--budget", type=int, default=384, help="rollouts per run, cold start included (default 384)")
-    ap.add_argument("--eval-every", type=int, default=96, help="held-out evaluation every N rollouts (default 96)")
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds for every variant (default: 0,1,2 for "
+                    "lopd, grpo and opsd, 0 for the rest)")
+    ap.add_argument("--budget", type=int, default=512, help="rollouts per run, bank building and cold start "
+                    "included (default 512)")
+    ap.add_argument("--eval-every", type=int, default=128, help="held-out evaluation every N rollouts (default 128)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     ap.add_argument("--resume", action="store_true", help="continue partial runs (finished ones are skipped)")
     ap.add_argument("--only-report", action="store_true", help="write the table and plot from what is on disk")

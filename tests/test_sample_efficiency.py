@@ -25,26 +25,49 @@ def load_study():
 se = load_study()
 
 
-def test_heldout_and_training_pools_are_disjoint_by_construction():
-    assert len(se.HELDOUT) == len(set(se.HELDOUT)) == 36
-    assert all(t.startswith(("simple_", "irrelevance_")) for t in se.HELDOUT)
+def test_heldout_and_training_pools_are_fixed_disjoint_and_large_enough():
+    assert len(se.HELDOUT) == len(set(se.HELDOUT)) == 120 and len(se.POOL) == len(set(se.POOL)) == 32
+    assert set(se.HELDOUT).isdisjoint(se.POOL) and not {"simple_0", "simple_1"} & set(se.HELDOUT + se.POOL)
+    assert se.COMMON["eval_training_tasks"] is True  # the pool's reward is reported beside the held-out one
 
 
-def test_plan_puts_lopd_and_grpo_seed_0_first_and_every_first_seed_before_second_seeds():
+def test_plan_puts_the_headline_first_seeds_first_and_gives_them_three_seeds():
     names = [r.name for r in se.plan([v.name for v in se.VARIANTS], None)]
-    assert names[:2] == ["lopd-s0", "grpo-s0"]
-    assert names[-2:] == ["lopd-s1", "grpo-s1"]
-    assert len(names) == len(se.VARIANTS) + 2
+    assert names[:3] == ["lopd-s0", "grpo-s0", "opsd-s0"]
+    assert sorted(n for n in names if n.endswith(("-s1", "-s2"))) == sorted(
+        f"{a}-s{s}" for a in ("lopd", "grpo", "opsd") for s in (1, 2))
+    assert len(names) == len(se.VARIANTS) + 6
     with pytest.raises(SystemExit):
         se.plan(["nope"], None)
 
 
-def test_run_config_spends_the_budget_including_the_cold_start():
+def test_run_config_spends_the_budget_including_bank_and_cold_start():
     run = se.Run(se.BY_NAME["lopd-nomargin"], 3)
-    cfg = se.run_config(run, Path("/x"), 384, 96, tiny=False)
-    assert cfg["rollout_budget"] == 384 and cfg["steps"] == 48 and cfg["eval_every_rollouts"] == 96
-    assert cfg["algo"] == "lopd" and cfg["use_margin"] is False and cfg["seed"] == 3
+    cfg = se.run_config(run, Path("/x"), 512, 128, tiny=False)
+    assert cfg["rollout_budget"] == 512 and cfg["steps"] == 64 and cfg["eval_every_rollouts"] == 128
+    assert cfg["algo"] == "lopd" and cfg["beta_lr"] == 0.0 and cfg["beta_init"] == 0.0 and cfg["seed"] == 3
+    assert cfg["bank_samples"] == 4 and cfg["cold_start_steps"] > 0 and cfg.get("bank_mode", "reference") == "reference"
     assert cfg["output_dir"] == "/x/runs/lopd-nomargin-s3"
+    grpo = se.run_config(se.Run(se.BY_NAME["grpo"], 0), Path("/x"), 512, 128, tiny=False)
+    assert "bank_samples" not in grpo and "cold_start_steps" not in grpo
+
+
+def test_paired_difference_cancels_task_difficulty_and_brackets_the_mean():
+    a = {f"t{i}": float(i % 2) for i in range(40)}
+    b = {f"t{i}": 0.0 for i in range(40)}
+    d = se.paired_difference(a, b)
+    assert d["diff"] == pytest.approx(0.5) and d["low"] < 0.5 < d["high"] and d["low"] > 0 and d["n"] == 40
+    assert se.paired_difference(a, a)["diff"] == 0.0 and se.paired_difference(a, {"x": 1.0}) is None
+    assert se.seed_mean_per_task({0: {"t": 1.0, "u": 0.0}, 1: {"t": 0.0}}) == {"t": 0.5, "u": 0.0}
+
+
+def test_a_runaway_is_a_delta_growing_more_than_one_nat_within_five_steps():
+    rows = [{"phase": "train", "step": s, "margin_delta": d} for s, d in
+            enumerate([0.0, 0.01, 0.02, 0.83, 1.5, 2.9, 4.29, 4.3, 4.2, 4.25], start=38)]
+    assert se.runaways(rows) == [(38, 47, pytest.approx(4.28))]  # study v1's lopd-m0.1-s0, one stretch
+    slow = [{"phase": "train", "step": s, "margin_delta": 0.3 * s} for s in range(20)]  # 1.5 per 5 steps
+    assert se.runaways(slow, window=5, jump=1.6) == [] and se.runaways(slow, window=5, jump=1.4) != []
+    assert se.runaways([{"phase": "cold_start", "step": 0}]) == []
 
 
 def test_rollouts_to_reach_is_the_first_budget_at_or_above_the_target():

@@ -134,7 +134,8 @@ def lopd_setup(tmp_path, **kw):
     lora = models.lora_config(4, 8)
     peft_model = models.wrap_lora(base, {"student": lora, "composer": lora, "anchor": lora})
     settings = dict(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2,
-                    lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8, lr=1e-3, composer_lr=1e-3)
+                    lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8, lr=1e-3, composer_lr=1e-3,
+                    cold_start_min_successes=1)
     cfg = TrainConfig(**{**settings, **kw})
     bank = ExperienceBank(tmp_path / "bank.sqlite")
     envs = make_envs("lopd-test/Coin-v0", 6, category="all")

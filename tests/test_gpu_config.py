@@ -1,0 +1,63 @@
+"""The GPU configuration that mirrors the authors' LOPD setting (examples/study_v2/qwen3_4b_envscaler_lopd.toml)
+parses, and one step of it runs on CPU with a tiny random model of the Qwen3 architecture: the same
+algorithm, bank mode, sampling and loop; only the size, the device, the rollout engine (vLLM needs a GPU) and
+the data source (lopd's own EnvScaler environments, offline) are swapped for the test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lopd_train.cli import load_config_file
+from lopd_train.trainer import TrainConfig, train
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "examples" / "study_v2" / "qwen3_4b_envscaler_lopd.toml"
+
+
+def test_the_gpu_config_parses_and_mirrors_the_reference():
+    cfg = TrainConfig(**load_config_file(str(CONFIG)))
+    assert (cfg.model, cfg.env, cfg.algo, cfg.rollout_backend) == ("Qwen/Qwen3-4B", "lopd/EnvScaler-v0", "lopd", "vllm")
+    assert (cfg.tasks_per_step, cfg.group_size, cfg.steps, cfg.lr) == (32, 1, 100, 1e-5)
+    assert (cfg.temperature, cfg.top_k, cfg.top_p) == (0.7, 20, 0.95)
+    assert (cfg.top_j, cfg.num_latents, cfg.top_m, cfg.margin, cfg.anchor_coef, cfg.beta_lr, cfg.beta_init) == \
+        (3, 32, 20, 0.05, 0.2, 0.5, 0.0)
+    assert (cfg.bank_mode, cfg.cold_start_steps, cfg.cold_start_batch_size) == ("reference", 1000, 8)
+
+
+def tiny_qwen3(folder: Path) -> Path:
+    """A randomly initialised two-layer Qwen3 with the byte tokenizer, saved as a plain model folder."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from lopd_train import models
+
+    tok = models.byte_tokenizer()
+    config = Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                         tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    Qwen3ForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def test_one_step_of_the_gpu_config_runs_on_cpu_with_a_tiny_qwen3(tmp_path):
+    values = load_config_file(str(CONFIG))
+    model = tiny_qwen3(tmp_path / "tiny-qwen3")
+    values.update(model=str(model), dtype="float32", rollout_backend="hf", gradient_checkpointing=False,
+                  env_kwargs=json.dumps({"source": "ours", "split": "rl"}), eval_env_kwargs="{}",
+                  tasks_per_step=2, steps=1, max_new_tokens=16, max_sequence_tokens=4096, lora_r=4, lora_alpha=8,
+                  qformer_layers=1, qformer_dim=32, qformer_heads=4, num_latents=4, experience_tokens=64,
+                  bank_samples=1, cold_start_steps=1, cold_start_min_successes=1, allow_empty_cold_start=True,
+                  pig_every=0, eval_every_rollouts=0, export=False, tensorboard=False, progress=False,
+                  output_dir=str(tmp_path / "run"), env_workers=2)
+    result = train(TrainConfig(**values))
+    assert result["step"] == 1
+    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    assert [r["phase"] for r in rows if r["phase"] in ("bank", "train")] == ["bank", "train"]
+    (bank,) = [r for r in rows if r["phase"] == "bank"]
+    assert result["rollouts"] == bank["bank_rollouts"] + 2  # the bank's rollouts, then 2 tasks x 1

@@ -136,29 +136,82 @@ def _without_model_generation_defaults(model, tokenizer) -> Iterator[None]:
         target.generation_config = saved
 
 
-@torch.no_grad()
-def shared_prefill(model, prompts: Sequence[list[int]], ids: torch.Tensor, attn: torch.Tensor):
-    """The key/value cache of every prompt but its last token, each distinct prompt computed once.
+#: a common prefix shorter than this is not worth a separate pass (a chat template's header alone is ~10)
+MIN_SHARED_PREFIX = 32
 
-    A GRPO group's rollouts all start from the same prompt, and ``generate`` would prefill it once per
-    rollout: on CPU, with the few-shot prompts of the study (~850 tokens) and 48 new tokens, that prefill is
-    most of a rollout's cost. Here each distinct prompt (of the left-padded batch ``ids``/``attn``) is run
-    once and its cache rows are repeated for its duplicates; ``generate`` then feeds only the last prompt
-    token. Nothing else changes: the same positions and mask, the same logits up to float rounding, the same
-    random draws. ``None`` (``generate`` prefills as usual) when every prompt is distinct, the prompts are one
-    token wide, or the model's cache cannot be indexed by batch row."""
+
+def common_prefix_length(prompts: Sequence[list[int]]) -> int:
+    first, n = prompts[0], min(len(p) for p in prompts)
+    k = 0
+    for k in range(n):
+        if any(p[k] != first[k] for p in prompts):
+            return k
+    return n
+
+
+def layout(prompts: Sequence[list[int]], pad: int, shared: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch as ``generate`` takes it, every prompt ending in the last column: the first ``shared`` tokens
+    (common to all) left-aligned, then pad ids (masked), then the rest of each prompt. With ``shared`` 0 this
+    is plain left padding. Positions come from the mask (``cumsum - 1``, as ``generate`` computes them), so
+    every real token sits at its unpadded position and the pads in the middle are never attended to."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, :shared], attn[i, :shared] = torch.tensor(p[:shared], dtype=torch.long), 1
+        rest = p[shared:]
+        if rest:
+            ids[i, width - len(rest):], attn[i, width - len(rest):] = torch.tensor(rest, dtype=torch.long), 1
+    return ids, attn
+
+
+def _positions(attn: torch.Tensor) -> torch.Tensor:
+    return (attn.cumsum(-1) - 1).masked_fill_(attn == 0, 1)
+
+
+@torch.no_grad()
+def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor, object]:
+    """``(ids, attn, cache)`` for ``generate``: the batch layout (:func:`layout`) and the key/value cache of every
+    prompt but its last token, with shared work done once:
+
+    1. the prompts' **common prefix** (the system prompt, tool listing and few-shot demonstrations: about 800
+       of the study's ~850 prompt tokens, the same for every task) runs once, for one row, and is repeated;
+    2. each **distinct** prompt's remainder runs once (a GRPO group's duplicates share it), and its cache row
+       is repeated for its duplicates.
+
+    ``generate`` then feeds only the last column. On CPU the prompts' prefill is most of a rollout's cost
+    (``benchmarks/generation.py``). Nothing else changes: the same positions and mask, the same logits up to
+    float rounding, the same random draws. The cache is ``None`` (``generate`` prefills as usual, left-padded)
+    when there is nothing to share, the prompts are one token wide, or the model's cache cannot be indexed by
+    batch row."""
     first: dict[tuple[int, ...], int] = {}
     rows = [first.setdefault(tuple(p), len(first)) for p in prompts]
-    if len(first) == len(prompts) or ids.shape[1] < 2:
-        return None
-    unique = torch.tensor([rows.index(u) for u in range(len(first))], device=ids.device)
+    shortest = min(len(p) for p in prompts)
+    shared = min(common_prefix_length(prompts), shortest - 1)
+    shared = shared if shared >= MIN_SHARED_PREFIX else 0
+    ids, attn = layout(prompts, pad, shared)
+    ids, attn = ids.to(device), attn.to(device)
+    if ids.shape[1] < 2 or (not shared and len(first) == len(prompts)):
+        return ids, attn, None
+    unique = torch.tensor([rows.index(u) for u in range(len(first))], device=device)
+    kw = cache_kw(model)
+    cache = None
+    if shared:
+        cache = cached(model(input_ids=ids[:1, :shared], attention_mask=attn[:1, :shared],
+                             position_ids=_positions(attn[:1, :shared]), use_cache=True))
+        if not hasattr(cache, "batch_repeat_interleave"):
+            ids, attn = (x.to(device) for x in layout(prompts, pad, 0))
+            return ids, attn, None
+        cache.batch_repeat_interleave(len(first))
     u_ids, u_attn = ids[unique, :-1], attn[unique, :-1]
-    positions = (u_attn.cumsum(-1) - 1).masked_fill_(u_attn == 0, 1)  # as generate's, under left padding
-    cache = cached(model(input_ids=u_ids, attention_mask=u_attn, position_ids=positions, use_cache=True))
+    if u_ids.shape[1] > shared:
+        cache = cached(model(input_ids=u_ids[:, shared:], attention_mask=u_attn,
+                             position_ids=_positions(u_attn)[:, shared:], use_cache=True,
+                             **({kw: cache} if cache is not None else {})))
     if not hasattr(cache, "batch_select_indices"):
-        return None
-    cache.batch_select_indices(torch.tensor(rows, device=ids.device))
-    return cache
+        return ids, attn, None
+    cache.batch_select_indices(torch.tensor(rows, device=device))
+    return ids, attn, cache
 
 
 @torch.no_grad()
@@ -166,19 +219,12 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
              generator_seed: int | None = None) -> list[tuple[list[int], list[float], bool]]:
     """Sample one completion per prompt: (token ids, sampler log-probs, ended with EOS)."""
     device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    attn = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):] = torch.tensor(p)
-        attn[i, width - len(p):] = 1
-    ids, attn = ids.to(device), attn.to(device)
+    ids, attn, cache = prefill(model, prompts, tokenizer.pad_token_id, device)
+    width = ids.shape[1]
     with _without_model_generation_defaults(model, tokenizer):
         # synced_gpus=False: each rank generates alone (transformers would sync the ranks of an FSDP model per
         # token; lopd_train.distributed gathers the backbone before a rollout phase instead)
-        out = model.generate(input_ids=ids, attention_mask=attn, synced_gpus=False,
-                             **{cache_kw(model): shared_prefill(model, prompts, ids, attn)},
+        out = model.generate(input_ids=ids, attention_mask=attn, synced_gpus=False, **{cache_kw(model): cache},
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
     logits = torch.stack(out.logits, dim=1).float().cpu()  # [B, T, V], raw: no temperature, no truncation

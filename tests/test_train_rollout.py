@@ -154,7 +154,7 @@ def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monk
         hook.remove()
         # the prefill ran on the 2 distinct prompts, then generate fed 6 rows of one token each
         assert rows_seen[0] == (2, len(a) - 1) and rows_seen[1] == (6, 1)
-        monkeypatch.setattr(rollout, "shared_prefill", lambda *args: None)
+        monkeypatch.setattr(rollout, "prefill", plain_prefill)
         torch.manual_seed(3)
         plain = rollout.generate(model, tok, prompts, cfg)
         monkeypatch.undo()
@@ -163,13 +163,57 @@ def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monk
             assert torch.allclose(torch.tensor(l1), torch.tensor(l2), atol=1e-4)
 
 
-def test_shared_prefill_is_skipped_when_every_prompt_is_distinct(tiny):
-    from lopd_train.rollout import shared_prefill
+def plain_prefill(model, prompts, pad, device):
+    """Plain left padding and no cache: ``generate`` prefills every row itself."""
+    from lopd_train.rollout import layout
+
+    ids, attn = layout(prompts, pad, 0)
+    return ids.to(device), attn.to(device), None
+
+
+def test_prefill_shares_nothing_when_every_prompt_is_distinct_and_short_in_common(tiny):
+    from lopd_train.rollout import prefill
 
     model, tok = tiny
-    prompts = [[5, 6, 7], [5, 6, 8]]
-    ids, attn = _left_padded(prompts, tok.pad_token_id)
-    assert shared_prefill(model, prompts, ids, attn) is None
-    cache = shared_prefill(model, [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], *_left_padded(
-        [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], tok.pad_token_id))
+    ids, attn, cache = prefill(model, [[5, 6, 7], [5, 6, 8]], tok.pad_token_id, torch.device("cpu"))
+    assert cache is None and ids.tolist() == [[5, 6, 7], [5, 6, 8]]
+    ids, attn, cache = prefill(model, [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], tok.pad_token_id, torch.device("cpu"))
     assert cache.get_seq_length() == 3 and cache.layers[0].keys.shape[0] == 3
+
+
+def test_a_long_common_prefix_is_prefilled_once_and_changes_nothing(tiny, monkeypatch):
+    """Prompts that share a long head (the study's system prompt and few-shot demonstrations) but end
+    differently, some of them duplicated: the head runs once for one row, each distinct remainder once, and
+    the completions and log-probs equal a plain ``generate``'s, greedy and sampled with the same seed."""
+    from lopd_train import rollout
+
+    model, tok = tiny
+    system = {"role": "system", "content": "You answer with one tool call. " * 6}
+    demo = [{"role": "user", "content": "an example question"}, {"role": "assistant", "content": "[f(x=1)]"}]
+    a = models.encode(tok, models.render_chat(tok, [system, *demo, {"role": "user", "content": "heads or tails?"}]))
+    b = models.encode(tok, models.render_chat(tok, [system, *demo, {"role": "user", "content": "q"}]))
+    c = models.encode(tok, models.render_chat(tok, [system, *demo, {"role": "user", "content": "a longer question?!"}]))
+    prompts = [a, b, a, c, b, a]
+    head = rollout.common_prefix_length(prompts)
+    assert head >= rollout.MIN_SHARED_PREFIX
+    rows_seen = []
+
+    def count(module, args, kwargs):
+        if kwargs.get("input_ids") is not None:
+            rows_seen.append(tuple(kwargs["input_ids"].shape))
+
+    width = max(map(len, prompts))
+    for cfg in (SamplingConfig(max_new_tokens=10, greedy=True), SamplingConfig(max_new_tokens=10, temperature=0.9)):
+        rows_seen.clear()
+        hook = model.register_forward_pre_hook(count, with_kwargs=True)
+        torch.manual_seed(3)
+        shared = rollout.generate(model, tok, prompts, cfg)
+        hook.remove()
+        assert rows_seen[:3] == [(1, head), (3, width - 1 - head), (6, 1)]  # head once, 3 remainders, then decode
+        monkeypatch.setattr(rollout, "prefill", plain_prefill)
+        torch.manual_seed(3)
+        plain = rollout.generate(model, tok, prompts, cfg)
+        monkeypatch.undo()
+        for (t1, l1, e1, _), (t2, l2, e2, _) in zip(shared, plain):
+            assert t1 == t2 and e1 == e2
+            assert torch.allclose(torch.tensor(l1), torch.tensor(l2), atol=1e-4)

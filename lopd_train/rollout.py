@@ -109,14 +109,14 @@ def neutral_generation_config(tokenizer, cfg: SamplingConfig):
     recompute it), so a top-k/top-p truncation never enters an importance ratio."""
     from transformers import GenerationConfig
 
-    sample = not cfg.greedy
+    # greedy: no sampling knob at all (transformers warns about any it would ignore)
+    sampling = dict(do_sample=True, temperature=cfg.temperature, top_k=cfg.top_k, top_p=cfg.top_p) if not cfg.greedy \
+        else dict(do_sample=False)
     gc = GenerationConfig(max_new_tokens=cfg.max_new_tokens, return_dict_in_generate=True, output_logits=True,
                           pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                           bos_token_id=tokenizer.bos_token_id, repetition_penalty=1.0, no_repeat_ngram_size=0,
-                          min_new_tokens=0, do_sample=sample, temperature=cfg.temperature if sample else 1.0,
-                          top_k=cfg.top_k if sample else 0, top_p=cfg.top_p if sample else 1.0, typical_p=1.0,
-                          epsilon_cutoff=0.0, eta_cutoff=0.0, encoder_repetition_penalty=1.0,
-                          renormalize_logits=False)
+                          min_new_tokens=0, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0,
+                          encoder_repetition_penalty=1.0, renormalize_logits=False, **sampling)
     return gc
 
 

@@ -122,15 +122,6 @@ def test_sampler_records_the_policy_top_m_at_temperature_one(tiny):
                               atol=1e-4)
 
 
-def _left_padded(prompts, pad):
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    attn = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
-    return ids, attn
-
-
 def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monkeypatch):
     """Duplicated prompts (a GRPO group) are run once; the completions and log-probs equal a plain
     ``generate``'s, greedy and sampled with the same seed."""

@@ -192,9 +192,10 @@ def report_line(kind: str, r: dict[str, Any]) -> str:
     load = r["load_average"]
     return (f"BFCL-v3 {kind}: env {fmt(r['env_steps_per_s'], ',.0f')} steps/s; baseline (bare scorer) "
             f"{fmt(r['bare_steps_per_s'], ',.0f')} steps/s; env/bare time ratio {fmt(r['env_over_bare'], '.2f')} "
-            f"(median (min-max) of {r['repetitions']} repetitions interleaved in {r['raw']['chunks']} slices, each ratio "
-            f"paired), in CPU time {fmt(r['env_over_bare_cpu'], '.2f')}; overhead "
-            f"+{fmt(r['overhead_us_per_step'], '.0f')} µs/step (CPU +{fmt(r['overhead_cpu_us_per_step'], '.0f')}); solved {r['solved']}/"
+            f"(median (min-max) of {r['repetitions']} repetitions interleaved in {r['raw']['chunks']} slices, "
+            f"each ratio paired), in CPU time {fmt(r['env_over_bare_cpu'], '.2f')}; overhead "
+            f"+{fmt(r['overhead_us_per_step'], '.0f')} µs/step (CPU +{fmt(r['overhead_cpu_us_per_step'], '.0f')}); "
+            f"solved {r['solved']}/"
             f"{r.get('tasks', r.get('episodes'))}; load average {' '.join(map(str, load['before']))} -> "
             f"{' '.join(map(str, load['after']))}")
 

@@ -28,10 +28,10 @@ depend on what was sampled):
 Timing: ``--reps`` rounds; in each, every variant runs once per batch size, in an order that rotates from
 round to round, so the machine's changing load falls on all of them alike; medians with their min-max are
 printed, and each ratio is taken per round (the variant's tok/s over hf generate's in the same round: below 1
-is slower), then its median and range. Two rates per call: **end to end** (``batch x new tokens / wall time of the call``, prefill of the
-prompts included: what a rollout pays) and **decode** (``batch x (new tokens - 1)`` over the time from the end
-of the prefill forward to the end of the last forward, found by hooks on the transformer body: the rate the
-bounds below speak of).
+is slower), then its median and range. Two rates per call: **end to end** (``batch x new tokens / wall time
+of the call``, prefill of the prompts included: what a rollout pays) and **decode** (``batch x decoding
+steps`` over the time from the end of the prefill forward to the end of the last forward, found by hooks on
+the transformer body: the rate the bounds below speak of).
 
 Bounds, measured in the same run: each decoding step reads every weight once (and the key/value cache of
 every row), so ``steps/s <= memory bandwidth / (weight bytes + KV-cache bytes)`` and ``tokens/s <= batch x
@@ -133,10 +133,10 @@ def load_average() -> list[float]:
 
 # ----------------------------------------------------------------------------------------------- bounds
 
-def read_bandwidth(threads: int, mib: int = 256, reps: int = 5) -> float:
+def read_bandwidth(mib: int = 256, reps: int = 5) -> float:
     """Bytes/s of reading a ``mib`` MiB float32 tensor (``sum``), best of ``reps``: how fast this machine
-    streams memory into the cores with ``threads`` threads, the ceiling of a decoding step that reads every
-    weight once."""
+    streams memory into the cores with torch's threads (``--threads``), the ceiling of a decoding step that
+    reads every weight once."""
     import torch
 
     x = torch.ones(mib * 2**20 // 4, dtype=torch.float32)
@@ -249,7 +249,8 @@ def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tok
     for i, p in enumerate(prompts):
         ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
     gc = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=sampling["temperature"],
-                          top_k=sampling["top_k"], top_p=sampling["top_p"], pad_token_id=tokenizer.pad_token_id, eos_token_id=None, bos_token_id=None)
+                          top_k=sampling["top_k"], top_p=sampling["top_p"], pad_token_id=tokenizer.pad_token_id,
+                          eos_token_id=None, bos_token_id=None)
     with torch.no_grad():
         out = backbone.generate(input_ids=ids, attention_mask=attn, generation_config=gc)
     return out[:, width:].tolist()
@@ -338,9 +339,12 @@ def variant_runner(name: str, env: dict[str, Any], new_tokens: int,
     return run
 
 
-def bench(args: argparse.Namespace, env: dict[str, Any]) -> dict[str, Any]:
+def bench(args: argparse.Namespace, env: dict[str, Any],
+          after_round: Callable[[dict[int, dict[str, list[dict]]]], None] | None = None) -> dict[str, Any]:
     """Every variant at every batch size, ``args.reps`` rounds in rotating order; per call the wall time, the
-    decode time (:class:`ForwardClock`) and the tokens; the checks that every row got ``new_tokens``."""
+    decode time (:class:`ForwardClock`) and the tokens; the checks that every row got ``new_tokens``.
+    ``after_round`` gets the calls so far after each round (a long run on a loaded machine keeps what it
+    measured if it is stopped)."""
     import torch
 
     from lopd_train.scoring import decoder
@@ -372,6 +376,8 @@ def bench(args: argparse.Namespace, env: dict[str, Any]) -> dict[str, Any]:
                                     **{k2: v2 for k2, v2 in out.items() if k2 != "tokens"}})
             print(f"round {rep + 1}/{args.reps}, batch {b} (load {load}): " + "; ".join(
                 f"{v} {b * args.new_tokens / calls[b][v][-1]['wall_s']:.1f} tok/s" for v in args.variants), flush=True)
+        if after_round is not None:
+            after_round(calls)
     return calls
 
 
@@ -424,8 +430,10 @@ def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[s
             dvs = fmt(e["decode_vs_hf"], ".2f") + "x" if "decode_vs_hf" in e else "baseline"
             dec = fmt(e["decode_tok_s"]) if e["decode_tok_s"] else "n/a"
             frac = f"{e['decode_fraction_of_roofline']:.0%}" if "decode_fraction_of_roofline" in e else ""
-            extra = f"  (merge+unmerge {fmt(e['merge_plus_unmerge_s'], '.2f')} s a call)" if "merge_plus_unmerge_s" in e else ""
-            print(f"{b:>5s}  {v:<18s} {fmt(e['end_to_end_tok_s']):>22s} {vs:>18s} {dec:>22s} {dvs:>18s} {frac:>11s}{extra}")
+            extra = (f"  (merge+unmerge {fmt(e['merge_plus_unmerge_s'], '.2f')} s a call)"
+                     if "merge_plus_unmerge_s" in e else "")
+            print(f"{b:>5s}  {v:<18s} {fmt(e['end_to_end_tok_s']):>22s} {vs:>18s} {dec:>22s} {dvs:>18s} "
+                  f"{frac:>11s}{extra}")
         bd = row["bounds"]
         print(f"{b:>5s}  bounds: memory {bd['memory_bound_tok_s']:.0f} tok/s, compute {bd['compute_bound_tok_s']:.0f} "
               f"tok/s -> roofline {bd['roofline_tok_s']:.0f} tok/s ({bd['bound_by']}-bound)"
@@ -461,17 +469,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_start = time.perf_counter(), load_average()
     env = setup(args)
     threads = torch.get_num_threads()
-    bandwidth, flops = read_bandwidth(threads), gemm_flops(env["shape"]["hidden"])
+    bandwidth, flops = read_bandwidth(), gemm_flops(env["shape"]["hidden"])
     check = merge_error(env["policy"], synthetic_prompts(env["tokenizer"], 1, args.prompt_tokens)[0]) \
         if "lopd, LoRA merged" in args.variants else None
-    calls = bench(args, env)
+    def keep(calls: dict[int, dict[str, list[dict]]]) -> None:
+        if args.json:
+            Path(args.json + ".partial").write_text(json.dumps({str(b): v for b, v in calls.items()}))
+
+    calls = bench(args, env, keep)
     summary = summarise(args, calls, env["shape"], bandwidth, flops)
     print(f"model {args.model}, {threads} torch threads, {os.cpu_count()} CPUs")
     print_table(args, summary, env["shape"], bandwidth, flops)
     if check is not None:
         print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
-    result = {"model": args.model, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(), "prompt_tokens": args.prompt_tokens,
-              "new_tokens": args.new_tokens, "reps": args.reps, "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
+    result = {"model": args.model, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(),
+              "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "reps": args.reps,
+              "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
               "gemm_flops": flops, "merge_max_logit_error": check, "summary": summary,
               "calls": {str(b): v for b, v in calls.items()},
               "load_average": {"start": load_start, "end": load_average()},
@@ -481,6 +494,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{result['wall_seconds']:.0f} s; command: {result['command']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
+        Path(args.json + ".partial").unlink(missing_ok=True)
     return result
 
 

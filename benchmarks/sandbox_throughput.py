@@ -16,8 +16,10 @@ includes up to 20 s of that idle wait, so it overstates evalplus's time and the 
 "1.09x to 3.31x" of two runs). The process's wall time (start-up and import included, without the wait) is
 printed beside the work. lopd and evalplus alternate in ``--reps`` interleaved rounds (lopd first, then
 evalplus first...), each round's ratio pairs the two runs next to each other, and the median with its range
-and the 1-minute load average of each round are printed. The per-run overhead times the backends round by round (bare interpreter, then each backend
-with its warm spares and cold), so the machine's load moves them together. For each it prints the latency
+and the 1-minute load average of each round are printed.
+
+The per-run overhead times the backends round by round (bare interpreter, then each backend with its warm
+spares and cold), so the machine's load moves them together. For each it prints the latency
 (what the caller of ``run`` waits) and the CPU per run (user+sys of the host process and of every sandbox
 process, the start-up of the spare the run used included), both against the bare interpreter, and docker
 against bubblewrap per run.
@@ -219,7 +221,8 @@ t_imported = time.perf_counter()
 evaluate(dataset={dataset!r}, samples={samples!r}, i_just_wanna_run=True, parallel={parallel!r})
 t_done = time.perf_counter()
 sys.stderr.flush()
-sys.stdout.write("\\nEVALPLUS_TIMING " + json.dumps({{"import_s": t_imported - t_start, "work_s": t_done - t_imported}}) + "\\n")
+timing = {{"import_s": t_imported - t_start, "work_s": t_done - t_imported}}
+sys.stdout.write("\\nEVALPLUS_TIMING " + json.dumps(timing) + "\\n")
 sys.stdout.flush()
 os._exit(0)
 """
@@ -604,8 +607,9 @@ def main() -> None:
         if name == "canonical":
             entry.update(ceiling)
             entry["lopd_over_ceiling_s"] = entry["lopd_s_spread"]["median"] - ceiling["bare_makespan_s"]
-        line = (f"[{name}] {args.reps} interleaved round(s), median (min-max): lopd {fmt_spread(entry['lopd_s_spread'])} s, "
-                f"base pass {entry['lopd_pass_base']}, base+plus pass {entry['lopd_pass_plus']} of {len(last)}")
+        line = (f"[{name}] {args.reps} interleaved round(s), median (min-max): lopd "
+                f"{fmt_spread(entry['lopd_s_spread'])} s, base pass {entry['lopd_pass_base']}, base+plus pass "
+                f"{entry['lopd_pass_plus']} of {len(last)}")
         if r["ratios"]:
             entry.update({k: r[k] for k in ("evalplus_work_s", "evalplus_process_s", "evalplus_import_s", "ratios")})
             entry["evalplus_work_s_spread"] = spread(r["evalplus_work_s"])
@@ -621,7 +625,8 @@ def main() -> None:
                          f"(lopd spends {entry['lopd_over_ceiling_s']:.1f} s over that ceiling)")
             base = sorted({a["base_agree"] for a in entry["agreement"]})
             plus = sorted({a["plus_agree"] for a in entry["agreement"]})
-            line += f"; verdicts agree (base {'/'.join(map(str, base))}, base+plus {'/'.join(map(str, plus))} of {len(last)})"
+            line += (f"; verdicts agree (base {'/'.join(map(str, base))}, base+plus {'/'.join(map(str, plus))} "
+                     f"of {len(last)})")
         print(line + f"; load 1-min per round {r['load_1min']}", flush=True)
         report[name] = entry
 

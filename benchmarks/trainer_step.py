@@ -809,7 +809,8 @@ def summarise(args, timing: dict, mem: dict) -> dict:
     if "lopd" in rows:
         l, lt = rows["lopd"], algos["lopd"]
         summary.update(time_ratio_median=l["vs_grpo"]["median"], step_ratio_median=l["whole_step_vs_grpo"],
-                       time_ratio_min=min(lt["times"]) / min(g["times"]), cpu_time_ratio_median=l["cpu_vs_grpo"]["median"],
+                       time_ratio_min=min(lt["times"]) / min(g["times"]),
+                       cpu_time_ratio_median=l["cpu_vs_grpo"]["median"],
                        peak_memory_ratio=l["peak_memory_vs_grpo"], update_memory_ratio=l["update_memory_vs_grpo"],
                        lopd_sections_median={k: v["wall"] for k, v in l["sections"].items()})
     return summary

@@ -74,7 +74,8 @@ class Tracker:
     """Sends metric rows and rollout tables to every chosen backend; ``report_to=[]`` sends nothing."""
 
     def __init__(self, report_to: Sequence[str], out_dir: str | Path, project: str = "lopd",
-                 run_name: str | None = None, config: dict[str, Any] | None = None, resume: bool = False):
+                 run_name: str | None = None, config: dict[str, Any] | None = None, resume: bool = False,
+                 purge_step: int | None = None):
         self.report_to = parse_report_to(list(report_to))
         self.out_dir = Path(out_dir)
         run_name = run_name or self.out_dir.name
@@ -82,7 +83,8 @@ class Tracker:
         if "tensorboard" in self.report_to:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(str(self.out_dir / "tb"))
+            # purge_step: a resumed run drops the events logged after its checkpoint
+            self._tb = SummaryWriter(str(self.out_dir / "tb"), purge_step=purge_step)
         if "trackio" in self.report_to:
             import trackio
 
@@ -97,7 +99,10 @@ class Tracker:
 
     def log(self, row: dict[str, Any]) -> None:
         """One ``metrics.jsonl`` row."""
-        values, x = scalars(row)
+        self.log_scalars(*scalars(row))
+
+    def log_scalars(self, values: dict[str, float], x: int) -> None:
+        """Named numbers at ``x`` (a step, or a rollout count for the held-out curves)."""
         if not values:
             return
         if self._tb is not None:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lopd_envs import provenance
 from lopd_train import config, distributed, models, tracking
 from lopd_train.config import (AlgorithmSection, BaselinesSection, DistributedSection, EnvSection, GrpoSection,
                                HeldoutSection, LoggingSection, LopdSection, ModelSection, SamplingSection)
@@ -252,13 +253,16 @@ class Trainer:
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
             atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+            if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
+                # which data the run reads (source, version, file hashes), for the model card and whoever reads it
+                atomic_write(self.out / "provenance.json", json.dumps(provenance.of(self.envs[0]), indent=2))
         else:
             self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
-        self.writer = None
-        if cfg.tensorboard and self.dist.is_main:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.writer = SummaryWriter(str(self.out / "tb"), purge_step=self.step + 1 if self.step else None)
+        self.tracker = None
+        if self.dist.is_main:  # --report-to (--no-tensorboard drops TensorBoard from it)
+            report_to = [t for t in tracking.parse_report_to(cfg.report_to) if cfg.tensorboard or t != "tensorboard"]
+            self.tracker = tracking.Tracker(report_to, self.out, run_name=self.out.name, config=cfg.to_dict(),
+                                            resume=latest is not None, purge_step=self.step + 1 if self.step else None)
         if self.dist.world_size > 1:  # identical initial weights above; from here on each rank its own samples
             random.seed(self.dist.rank_seed(cfg.seed))
             torch.manual_seed(self.dist.rank_seed(cfg.seed))
@@ -322,10 +326,9 @@ class Trainer:
             tqdm.write(f"{evaluator.label} after {point['rollouts']} rollouts (step {point['step']}): mean reward "
                        f"{point['mean_reward']:.3f}, success {point['success_rate']:.1%} of {point['n']} tasks",
                        file=sys.stderr)
-            if self.writer is not None:
+            if self.tracker is not None:
                 tag = "heldout" if evaluator.label == "held-out" else "train_eval"
-                self.writer.add_scalar(f"{tag}/mean_reward", point["mean_reward"], point["rollouts"])
-                self.writer.flush()
+                self.tracker.log_scalars({f"{tag}/mean_reward": point["mean_reward"]}, point["rollouts"])
 
     # ------------------------------------------------------------------ rollouts
     def make_vllm(self):
@@ -426,12 +429,8 @@ class Trainer:
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        if self.writer is not None:
-            x = row.get("cold_start_step", row["step"])
-            for k, v in row.items():
-                if isinstance(v, (int, float)) and k not in ("step", "cold_start_step"):
-                    self.writer.add_scalar(f"{row.get('phase', 'train')}/{k}", v, x)
-            self.writer.flush()
+        if self.tracker is not None:
+            self.tracker.log(row)
 
     @staticmethod
     def batch_stats(trajs) -> dict[str, float]:
@@ -469,6 +468,10 @@ class Trainer:
                     "rollout_seconds": t_roll, "update_seconds": time.time() - t0 - t_roll,
                     "seconds": time.time() - t0}
             self.log(last)
+            if self.tracker is not None and cfg.rollout_table_every and self.step % cfg.rollout_table_every == 0:
+                # an algorithm may attach per-rollout notes (experience ids, delta, KL) as ``table_notes``
+                notes = [getattr(t, "table_notes", None) or {} for t in trajs]
+                self.tracker.log_rollouts(tracking.rollout_rows(trajs, self.tokenizer, extras=notes), self.step)
             bar.update(1)
             bar.set_postfix(reward=f"{last['reward_mean']:.2f}", bank=last["bank_size"])
             if self.step % cfg.save_every == 0 or self.step == cfg.steps:
@@ -555,9 +558,9 @@ class Trainer:
         self.save_checkpoint()
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
         self.pool.shutdown(wait=True)
         for env in self.envs:
             env.close()

@@ -104,3 +104,31 @@ def test_wandb_offline_run_holds_the_metrics_and_the_table(tmp_path, monkeypatch
     table = json.loads(table_file.read_text())
     assert table["columns"] == list(ROLLOUT_COLUMNS) and table["data"][0][1] == "simple_3"
     assert table["data"][0][5] == "7, 12" and table["data"][1][6] is None
+
+
+def test_a_training_run_reports_its_metrics_rollout_tables_and_data_provenance(tmp_path, bfcl_data):
+    """``lopd-train --report-to tensorboard --rollout-table-every 1``, for real on a tiny model and BFCL-v3: the
+    step metrics and one rollout table per step read back from TensorBoard, and provenance.json in the run."""
+    import re
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from lopd_train.trainer import TrainConfig, train
+
+    out = tmp_path / "run"
+    cfg = TrainConfig(model="tiny-random", env="lopd/BFCLv3-v0", category="simple", tasks=["simple_0", "simple_1"],
+                      algo="grpo", steps=2, tasks_per_step=2, group_size=1, max_new_tokens=8, lora_r=4,
+                      lora_alpha=8, progress=False, output_dir=str(out), export=False, cold_start_steps=0,
+                      bank_mode="dynamic", report_to=["tensorboard"], rollout_table_every=1)
+    train(cfg)
+    acc = EventAccumulator(str(out / "tb"), size_guidance={"tensors": 0, "scalars": 0})
+    acc.Reload()
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train_rows = [r for r in metrics if r.get("phase") == "train"]
+    assert [(e.step, e.value) for e in acc.Scalars("train/reward_mean")] == \
+        [(r["step"], pytest.approx(r["reward_mean"])) for r in train_rows]
+    tables = [t.tensor_proto.string_val[0].decode() for t in acc.Tensors("rollouts/text_summary")]
+    assert len(tables) == 2 and all(len(re.findall(r"\n\| \d \| simple_[01] \|", t)) == 2 for t in tables)
+    record = json.loads((out / "provenance.json").read_text())
+    assert record["source"] == "official" and record["version"] == "bfcl-eval==2025.8.6.2"
+    assert [f["path"].rsplit("/", 1)[-1] for f in record["files"]] == ["BFCL_v3_simple.json"] * 2

@@ -237,6 +237,8 @@ class LoggingSection:
     progress: bool = knob(True, "show progress bars")
     report_to: str = listed("tensorboard", "trackers of every metric and of the rollout tables: none, tensorboard, "
                                            "trackio, wandb, several at once (lopd_train/tracking.py)")
+    push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
+                                         "Face hub model repository at the end (lopd-export does it later)")
     rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
                                        "reward, retrieved experiences, delta, teacher-student KL); 0: never")
 

@@ -62,6 +62,8 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
         config.normalise(self, json_text=config.JSON_TEXT)
         config.check_values(self)  # choices and types, from flags, a file or Python alike
         tracking.parse_report_to(self.report_to)
+        if self.push_to_hub and not self.export:
+            raise ValueError("--push-to-hub uploads the exported student: it needs --export")
         if self.freeze_composer and self.cold_start_steps <= 0:
             raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
                              "the composer would stay at its random initialisation")
@@ -485,8 +487,13 @@ class Trainer:
             plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
         exported = None
         if cfg.export and self.dist.is_main:
-            exported = models.export_merged(cfg.model, self.latest_checkpoint() / "student_adapter",
-                                            self.out / "student")
+            from lopd_train import export
+
+            # the dtype the student trained in (not fp32 whatever it was), with a model card (lopd-export)
+            dtype = str(next(self.policy.parameters()).dtype).removeprefix("torch.")
+            exported = export.export_run(self.out, self.out / "student", dtype=dtype)
+            if cfg.push_to_hub:
+                tqdm.write(f"pushed: {models.push_to_hub(exported, cfg.push_to_hub)}")
         self.close()
         return {"step": self.step, "rollouts": self.rollouts, "last": last,
                 "exported": str(exported) if exported else None}

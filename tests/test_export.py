@@ -89,3 +89,23 @@ def test_the_dtype_rule():
     assert training_dtype({"dtype": "auto"}, "float16") == ("float16", "--dtype")
     assert training_dtype({"dtype": "auto", "resolved_dtype": "bfloat16"})[0] == "bfloat16"
     assert training_dtype({"dtype": "auto"}) == ("float32", "the run did not record its resolved dtype; fp32 assumed")
+
+
+def test_lopd_train_exports_with_its_card_and_push_to_hub_reaches_the_hub_call(tmp_path, monkeypatch, bfcl_data):
+    """The trainer's own export at the end of a run goes through lopd-export (dtype, card), and --push-to-hub
+    is called on the exported folder (the hub call stubbed here; the test above runs it to the offline error)."""
+    from lopd_train.trainer import TrainConfig, train
+
+    pushed = []
+    monkeypatch.setattr(models, "push_to_hub", lambda folder, repo, **k: pushed.append((folder, repo)) or "url")
+    out = tmp_path / "run"
+    cfg = TrainConfig(model="tiny-random", env="lopd/BFCLv3-v0", category="simple", tasks=["simple_0"], algo="grpo",
+                      steps=1, tasks_per_step=1, group_size=2, max_new_tokens=8, lora_r=4, lora_alpha=8,
+                      progress=False, output_dir=str(out), cold_start_steps=0, bank_mode="dynamic",
+                      push_to_hub="me/student")
+    result = train(cfg)
+    card = (out / "student" / "README.md").read_text()
+    assert "lopd-train --algo grpo" in card and "bfcl-eval==2025.8.6.2" in card and "float32" in card
+    assert pushed == [(out / "student", "me/student")] and result["exported"] == str(out / "student")
+    with pytest.raises(ValueError, match="needs --export"):
+        TrainConfig(push_to_hub="me/student", export=False)

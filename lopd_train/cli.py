@@ -57,7 +57,8 @@ def train_parser() -> argparse.ArgumentParser:
         TRAIN_EPILOG + "\nalgorithms (--algo) and what each one's teacher sees:\n" + algorithms_help()
         + "\nLOPD ablations: --freeze-composer (keep the cold-started composer), --no-use-margin, --margin m\n")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest "
-                   "checkpoint (weights, optimisers, beta, bank, RNG, rollout count)")
+                   "checkpoint (weights, optimisers, beta, bank, RNG, rollout count), with its saved config.json "
+                   "under --config and the flags")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     return p
 

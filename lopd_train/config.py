@@ -408,7 +408,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        if "default" in text or action.default in (None, False, "", argparse.SUPPRESS) or not action.option_strings:
             return text
         return text + " (default: %(default)s)"
 
@@ -426,8 +426,8 @@ def build_parser(sections: Sequence[type], prog: str, description: str, epilog: 
             action.type = json.loads
         # the dashed spelling first (--max-new-tokens); the underscored one still works
         action.option_strings.sort(key=lambda o: ("_" in o, o.startswith("--no_")))
-    parser.add_argument("--config", help="TOML or JSON file of settings (keys: the option names); flags override "
-                                         "it, and it overrides a resumed run's saved config.json")
+    parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (keys: the option names); "
+                                                         "flags override it")
     return parser
 
 

@@ -68,7 +68,8 @@ class ModelSection:
     model: str = knob(DEFAULT_MODEL, "model: 'smollm2-135m-instruct', 'tiny-random', a .gguf file, a folder "
                                             "or a Hugging Face id")
     device: str = knob("auto", "torch device ('auto': cuda when available, else cpu)")
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = knob("auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = knob(
+        "auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
     lora_r: int = knob(16, "LoRA rank of the student adapter")
     lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
     composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
@@ -85,7 +86,8 @@ class AlgorithmSection:
 
     _argument_group_name = 'algorithm'
 
-    algo: Literal[ALGORITHM_NAMES] = knob("lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
+    algo: Literal[ALGORITHM_NAMES] = knob(
+        "lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
     steps: int = knob(10, "training steps (one rollout batch and one update each)")
     tasks_per_step: int = knob(4, "distinct tasks per step")
     group_size: int = knob(2, "rollouts per task (a GRPO group)")
@@ -108,8 +110,10 @@ class SamplingSection:
                           "the untruncated policy's")
     top_p: float = knob(0.95, "nucleus sampling mass (the authors': 0.95; 1: all)")
     max_sequence_tokens: int = knob(2048, "an episode stops (unscored) when its token sequence would exceed this")
-    tool_syntax: Literal["hermes", "python"] = knob("hermes", "tool-call syntax asked for in the system prompt: hermes or python")
-    tool_prompt: Literal["auto", "always", "never"] = knob("auto", "list the tools in our system prompt when the chat template ignores tools=: "
+    tool_syntax: Literal["hermes", "python"] = knob(
+        "hermes", "tool-call syntax asked for in the system prompt: hermes or python")
+    tool_prompt: Literal["auto", "always", "never"] = knob(
+        "auto", "list the tools in our system prompt when the chat template ignores tools=: "
                                     "auto (unless the env's prompt already lists them), always, never")
 
 
@@ -122,14 +126,16 @@ class LopdSection:
     top_j: int = knob(3, "J: experiences retrieved per task")
     num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
     top_m: int = knob(20, "M: top-M tokens of the reverse KL's support (plus one tail bucket)")
-    kl_support: Literal["teacher", "student"] = knob("teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
+    kl_support: Literal["teacher", "student"] = knob(
+        "teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
                                       "student (TRL's GKD-style variant, from the sampler's recorded top-M)")
     margin: float = knob(0.05, "m: the privileged margin the teacher must keep (delta >= m)")
     beta_init: float = knob(0.0, "beta_0: initial dual variable of the margin constraint")
     beta_lr: float = knob(0.5, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - mean delta))")
     anchor_coef: float = knob(0.2, "lambda: weight of the anchor (MSE of the latents to the cold-started "
                                     "composer's latents)")
-    composer_weighting: Literal["sequence", "token"] = knob("sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
+    composer_weighting: Literal["sequence", "token"] = knob(
+        "sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
                                                "the authors' code) or token (by their number of sampled tokens)")
     composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former; see "
                                     "benchmarks/trainer_step.py --sweep)")
@@ -137,9 +143,11 @@ class LopdSection:
     qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
     qformer_heads: int = knob(4, "Q-Former attention heads")
     experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
-    experience_format: Literal["chat", "trace"] = knob("chat", "how the encoder reads an experience: chat (its full chat transcript, "
+    experience_format: Literal["chat", "trace"] = knob(
+        "chat", "how the encoder reads an experience: chat (its full chat transcript, "
                                           "the authors' rendering) or trace (our compact action-result trace)")
-    bank_mode: Literal["reference", "dynamic"] = knob("reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
+    bank_mode: Literal["reference", "dynamic"] = knob(
+        "reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
                                        "training by sampling the base model --bank-samples times on each training "
                                        "task, keyed and queried by the task instruction, same-task retrieval allowed, "
                                        "never the trajectory being scored; its rollouts count in the budget) or "
@@ -181,10 +189,12 @@ class BaselinesSection:
 
     _argument_group_name = 'baselines (opsd, sdpo, sdft, skill_sd)'
 
-    teacher: Literal["base", "ema"] = knob("base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
+    teacher: Literal["base", "ema"] = knob(
+        "base", "their teacher: base (the frozen backbone, LoRA off) or ema (an EMA copy of the "
                                 "student, updated after each student step)")
     ema_decay: float = knob(0.99, "decay of the EMA teacher (--teacher ema): ema <- d*ema + (1-d)*student")
-    distill_loss: Literal["topk", "sampled"] = knob("topk", "their student loss: topk (reverse KL over the top-M + tail, --kl-support) "
+    distill_loss: Literal["topk", "sampled"] = knob(
+        "topk", "their student loss: topk (reverse KL over the top-M + tail, --kl-support) "
                                      "or sampled (sampled-token estimate)")
     skill_tokens: int = knob(64, "skill_sd: tokens of one greedy skill summary at most")
     importance_clip: float = knob(2.0, "skill_sd: clip of the importance weight p_student/p_sampler per token")
@@ -245,11 +255,13 @@ class LoggingSection:
 
 @dataclass
 class DistributedSection:
-    """Who samples (HF or a colocated vLLM engine) and how many threads work (data-parallel ranks come from accelerate launch)."""
+    """Who samples (HF or a colocated vLLM engine) and how many threads work (data-parallel ranks come from
+    ``accelerate launch``)."""
 
     _argument_group_name = 'distributed and engines'
 
-    rollout_backend: Literal["hf", "vllm"] = knob("hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
+    rollout_backend: Literal["hf", "vllm"] = knob(
+        "hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
                                       "vLLM engine, pip install 'lopd[vllm]'; the LoRA is synced after each update)")
     vllm_gpu_memory_utilization: float = knob(0.3, "vllm: the engine's share of the GPU memory (the trainer's "
                                                    "update keeps the rest)")
@@ -311,8 +323,8 @@ class EvalSamplingSection:
     max_sequence_tokens: int = knob(4096, "episode token budget (hf, vllm)")
     batch_size: int = knob(8, "episodes in lockstep: one batched generate, or that many concurrent requests")
     tool_syntax: Literal["hermes", "python"] = knob("hermes", "tool-call syntax asked for in the text tool prompt")
-    tool_prompt: Literal["auto", "always", "never"] = knob("auto", "list the tools in our system prompt: auto "
-                                                                    "(unless the env's prompt lists them), always, never")
+    tool_prompt: Literal["auto", "always", "never"] = knob(
+        "auto", "list the tools in our system prompt: auto (unless the env's prompt lists them), always, never")
     seed: int = knob(0, "base seed (each task and sample gets its own)")
 
 

@@ -81,3 +81,26 @@ def test_llamacpp_server_scores_as_hf_at_temperature_0(bfcl_data, tmp_path):
     same_text = sum(row[4] for row in compared)
     assert len(differently_scored) <= 1, differently_scored
     assert same_text >= 0.75 * len(compared), f"only {same_text}/{len(compared)} first replies identical"
+
+
+@pytest.mark.slow
+def test_openai_sdk_backend_in_auto_tool_mode_against_llamacpp(bfcl_data, tmp_path):
+    """The openai SDK backend against the real server, tools offered natively: whatever the server does with
+    them (calls, text, or a refusal sent again as text), every episode is scored and every fallback is
+    counted, on its record and in results.json, never a silent switch."""
+    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+
+    python = _server_python()
+    with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2") as url:
+        results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
+                                      category="simple", limit=2, max_new_tokens=48, tool_mode="auto",
+                                      request_extra=GREEDY_EXTRA, concurrency=1, request_timeout=600,
+                                      output=str(tmp_path / "auto"), progress=False))
+    backend = results["backend"]
+    records = read_records(tmp_path / "auto" / "records.jsonl")
+    print("llama.cpp auto tool mode:", {k: backend[k] for k in ("native_tools", "requests", "retries",
+                                                                 "tool_requests", "text_fallbacks")})
+    assert len(records) == 2 and all(r["scored"] for r in records)
+    assert backend["tool_requests"] >= 2 and backend["retries"] == 0
+    assert backend["text_fallbacks"] == sum(r["text_fallbacks"] for r in records)
+    assert backend["native_tools"] in (True, False, "partly")

@@ -35,7 +35,8 @@ GOLD_CALL = {"id": "call_1", "type": "function",
 
 def _evaluate(env, server, n=1):
     return env.evaluate_sync(client=vf.ClientConfig(api_base_url=server.url, api_key_var="LOPD_FAKE_KEY"),
-                             model="m", num_examples=n, rollouts_per_example=1, max_concurrent=1)
+                             model="m", num_examples=n, rollouts_per_example=1, max_concurrent=1,
+                             state_columns=["lopd_score"])
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +79,15 @@ def test_text_mode_and_a_wrong_answer(bfcl_data):
 def test_a_misspelt_keyword_is_refused_by_the_env(bfcl_data):
     with pytest.raises(Exception, match="did you mean 'category'"):
         vf.load_environment(MODULE, env="lopd/BFCLv3-v0", categroy="simple")
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_ENTRY_POINTS))
+def test_verifiers_own_loop_plays_an_episode_of_every_id(env_id, bfcl_data):
+    """One rollout per id through ``evaluate_sync``: the fake server calls the task's first tool (native tool
+    calls) or answers a code block; the lopd env plays the episode to its end and scores it."""
+    env = vf.load_environment(MODULE, env=env_id, max_turns=8, **SETTINGS[env_id])
+    with FakeServer() as server:
+        out = _evaluate(env, server)
+    [state] = out["outputs"] if isinstance(out, dict) else out.outputs
+    assert state["lopd_score"] is not None, f"{env_id}: the episode did not end with a score"
+    assert 0.0 <= state["reward"] <= 1.0 and server.requests

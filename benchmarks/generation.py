@@ -40,8 +40,29 @@ token costs about ``2 x (parameters in matmuls)`` FLOPs (+ attention over the co
 GEMM FLOP/s / FLOPs per token`` whatever the batch; GEMM FLOP/s is that of a ``[512, d] x [d, 4d]`` matmul
 (best of 5). The tighter of the two is the roofline; the fraction of it reached is printed per batch size.
 
-Measured 2026-12-03: see ``benchmarks/results/generation/`` (the output of the command above and its load
-average); the figures are quoted in issue 27's closing note.
+On a loaded machine pass ``--threads 1``: with torch's 2 threads at load average 16, batch 1 fell to 0.9 tok/s
+(each step's parallel regions wait for a descheduled thread), against 4.6 tok/s with one thread at load 12.
+
+Measured 2026-12-03 08:07-08:21 (issue 27), ``--threads 1 --json benchmarks/results/generation/smollm2.json``
+(output beside it), SmolLM2-135M-Instruct fp32 (513 MiB of weights), 64-token prompts, 32 new tokens,
+sampling 0.7 / 20 / 0.95, the 2-core machine shared with other jobs (load average 9.8-14.1), median (min-max)
+of 3 rounds; tok/s end to end (prefill included) and decode only; ratios per round against hf generate:
+
+  batch  hf generate      lopd, LoRA off             lopd, LoRA on              lopd, LoRA merged          roofline
+  1      4.6 / 5.0        3.7 / 4.1 (0.82x / 0.86x)  3.3 / 3.6 (0.78x / 0.79x)  3.5 / 4.3 (0.76x / 0.87x)  24 (memory)
+  8      16.7 / 21.8      16.2 / 18.5 (0.97x/0.85x)  14.0 / 15.9 (0.98x/0.84x)  15.0 / 18.4 (1.05x/0.96x)  184 (memory)
+  32     23.8 / 38.3      27.9 / 33.2 (1.32x/0.97x)  28.2 / 33.5 (1.23x/0.91x)  29.1 / 35.1 (1.18x/0.90x)  264 (compute)
+
+The bounds are the same run's (read bandwidth 13.1 GB/s and GEMM 72.5 GFLOP/s with one thread, best of 5):
+decoding reached 9-21 % of the roofline. lopd's sampler with the LoRA off decodes 3-15 % slower than plain
+``generate`` (what differs on its path: each step's raw logits kept for the log-probs, peft's LoRA layers
+passed through with the adapter off; not split further here) and wins end to end at batch 32 (1.32x) by
+prefilling the prompts' common part once. The
+student's LoRA costs 1.12x the time at batch 1 (0.98-1.18x), 1.05x at 8 and nothing measurable at 32 (0.99x):
+less than the 15-30 % issue 27 quotes. Merging it into the weights decodes as fast as no LoRA (4.3 against
+3.6 tok/s at batch 1) but a merge and unmerge cost ~1 s, so it pays only once per rollout phase, not per
+call. The absolute rates are far below an idle machine's (issue 27 quotes ~14 / 66 / 102 tok/s at batch
+1 / 8 / 32 on 2 cores): at this load one thread got a fraction of a core.
 """
 
 from __future__ import annotations
@@ -206,9 +227,11 @@ def bounds(shape: dict[str, float], batch: int, context: float, bandwidth: float
 def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
     """``n`` distinct chat prompts of exactly ``length`` tokens: a rendered user turn asking for a tool call,
     its start cut so that the end (the request's number, the template's turn end and generation prompt)
-    stays. Distinct, so lopd's shared prefill (which only helps the duplicate prompts of a GRPO group) gives
-    it no advantage over plain ``generate``; the same ones for every variant. Too short a ``length`` to keep
-    the number is an error, not a silent set of duplicates."""
+    stays. They share everything but the last ~10 tokens, as the study's prompts share their system prompt,
+    tool listing and demonstrations: lopd's sampler prefills that common part once for the batch
+    (``lopd_train.rollout.prefill``), plain ``generate`` prefills every row in full, and the end-to-end rates
+    show it; the decode rates compare the same work. Too short a ``length`` to keep the number is an error,
+    not a silent set of duplicates."""
     from lopd_train import models
 
     out = []

@@ -23,8 +23,16 @@ much it still moved. The ratio is given in wall time and in CPU time (this proce
 not count the time other jobs held the CPU). The load average is printed before and after each part.
 Throughputs are medians over the repetitions.
 
-Measured 2026-12-03 (the issue-27 revision), 2 cores, ``--repeat 15``: see
-``benchmarks/results/env_throughput/`` for the output and the load average it ran at.
+Measured 2026-12-03 08:21-08:23 (issue 27), ``--json benchmarks/results/env_throughput/bfcl.json`` (output
+beside it: 15 repetitions, 20 slices), the 2-core machine shared with other jobs (load average 9.2-11.6),
+median (min-max):
+  single turn (3,641 tasks): env 3,351 (2,615-4,757) steps/s, bare scorer 5,611 (4,538-8,014) steps/s; env/bare
+      1.72x (1.56-1.87x), in CPU time 1.69x (1.56-1.75x); the env's overhead +45 µs of CPU a step.
+  multi turn (800 episodes): env 1,897 (1,215-2,783) steps/s, bare scorer 4,244 (2,442-5,757) steps/s;
+      env/bare 2.08x (1.77-2.51x), in CPU time 2.07x (1.89-2.21x); +127 µs of CPU a step.
+The same script with whole passes interleaved (the revision before, load 8.6) spread the single-turn ratio
+over 1.13-3.40x, and at load 2 gave 1.63x (1.52-1.75x, 2 repetitions): slicing is what makes the ratio
+stable under load; the CPU-time ratio agrees with it.
 """
 
 from __future__ import annotations

@@ -15,12 +15,13 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Sequence
 
 import gymnasium as gym
 
 from lopd_envs.options import check_choice, unknown_options
 from lopd_envs.provenance import Provenance
+from lopd_envs.reset_options import chosen_task
 from lopd_envs.spaces import AgentAction, ChatMessages
 from lopd_envs.tasks import Score, Task
 from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool, parse_action
@@ -29,8 +30,6 @@ from lopd_envs.trace import Trace
 log = logging.getLogger(__name__)
 
 SCORING_MODES = ("official", "strict")
-#: The keys ``reset(options=...)`` accepts (docs/design.md section 3).
-RESET_OPTIONS = ("task_id",)
 
 
 @dataclass
@@ -140,7 +139,7 @@ class AgentEnv(gym.Env):
         return self._episode.task if self._episode else None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        chosen = self._chosen_task(options)  # checked before the seed is applied: a bad call changes nothing
+        chosen = chosen_task(self, options)  # checked before the seed is applied: a bad call changes nothing
         super().reset(seed=seed)
         task = chosen if chosen is not None else self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self._episode = self.new_episode(task)
@@ -181,31 +180,6 @@ class AgentEnv(gym.Env):
             info["score"] = score.details
             info["trace"].reward, info["trace"].success = reward, score.succeeded  # already a copy
         return copy.deepcopy(reaction.observation), reward, terminated, truncated, info
-
-    def _chosen_task(self, options: Any) -> Task | None:
-        """The task ``reset(options=...)`` asks for, or ``None`` to let the seed pick. ``options`` is ``None``
-        or a mapping whose only key is ``task_id`` (a task id string; ``None`` also lets the seed pick).
-        Anything else is the caller's mistake, refused with the bad key or value and what is accepted: a
-        silently ignored option would run a different task than the one asked for."""
-        if options is None:
-            return None
-        if not isinstance(options, Mapping):
-            raise TypeError(f"{self.env_id}: reset(options=...) takes None or a dict such as "
-                            f"{{'task_id': {self.tasks[0].task_id!r}}}, got {type(options).__name__} {options!r:.80}")
-        unknown = [key for key in options if key not in RESET_OPTIONS]
-        if unknown:
-            raise ValueError(f"{self.env_id}: unknown reset option(s) {', '.join(repr(k)[:80] for k in unknown)}; "
-                             f"accepted: {', '.join(RESET_OPTIONS)}")
-        task_id = options.get("task_id")
-        if task_id is None:
-            return None
-        if not isinstance(task_id, str):
-            raise TypeError(f"{self.env_id}: reset option 'task_id' must be a task id string such as "
-                            f"{self.tasks[0].task_id!r}, got {type(task_id).__name__} {task_id!r:.80}")
-        if task_id not in self._index:
-            raise ValueError(f"{self.env_id}: unknown task_id {task_id!r:.200} in the selected "
-                             f"categories ({len(self.tasks)} tasks; e.g. {self.tasks[0].task_id!r})")
-        return self.tasks[self._index[task_id]]
 
     def render(self) -> str | None:
         return None if self.render_mode != "ansi" else "\n".join(

@@ -87,14 +87,15 @@ def test_an_adversarial_reply_costs_linear_time_after_the_deadline(session):
 
 
 def test_nesting_depth_is_linear_on_every_shape():
-    """Each shape of 1-4 MB is measured in well under a second, with the right answer."""
-    shapes = [(b'"' + b'\\"' * 1_000_000, 0), (b'"' + b"\\" * 2_000_000, 0), (b"[" * 4_000_000, 65),
-              ((b"[" * 64 + b"]" * 64) * 15_000, 64), (b'{"a": ' * 200_000, 65), (b"[]" * 2_000_000, 1),
-              (b'[' + b'"]",' * 1_000_000 + b'"x"]', 1)]
-    start = time.monotonic()
+    """Each shape of ~1 MB takes a fraction of a second of CPU (the old regex: 11 s for 40 KB of the first),
+    with the right answer. CPU time, not wall time: the bound holds on a loaded machine."""
+    shapes = [(b'"' + b'\\"' * 300_000, 0), (b'"' + b"\\" * 500_000, 0), (b"[" * 1_000_000, 65),
+              ((b"[" * 64 + b"]" * 64) * 4_000, 64), (b'{"a": ' * 150_000, 65), (b"[]" * 500_000, 1),
+              (b'[' + b'"]",' * 250_000 + b'"x"]', 1)]
+    start = time.process_time()
     for body, depth in shapes:
         assert nesting_depth(body, 64) == depth, body[:20]
-    assert time.monotonic() - start < 3.0
+    assert time.process_time() - start < 3.0
 
 
 @pytest.mark.skipif(cgroup.layout() is None, reason="per-sandbox memory cgroups need root and a writable cgroupfs")

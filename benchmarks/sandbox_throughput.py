@@ -501,10 +501,12 @@ def interleaved_rounds(sets: dict[str, dict[str, str]], reps: int, run_ours, run
             entry["load_1min"].append(round(os.getloadavg()[0], 2))
             ours = theirs = None
             order = ("lopd", "evalplus") if rep % 2 == 0 else ("evalplus", "lopd")
+            if run_theirs is None:
+                order = ("lopd",)
             for side in order:
                 if side == "lopd":
                     ours = run_ours(solutions)
-                elif run_theirs is not None:
+                else:
                     theirs = run_theirs(solutions)
             t_lopd, verdicts = ours
             entry["lopd_s"].append(t_lopd)

@@ -108,6 +108,7 @@ def test_rounds_alternate_which_side_runs_first_and_pair_each_ratio():
         assert [r["order"][0] for r in entry["rounds"]] == ["lopd", "evalplus", "lopd"]
     alone = bench.interleaved_rounds({"canonical": {"a": "x"}}, 2, ours, None)
     assert alone["canonical"]["ratios"] == [] and alone["canonical"]["lopd_s"] == [2.0, 2.0]
+    assert [r["order"] for r in alone["canonical"]["rounds"]] == [["lopd"], ["lopd"]]
 
 
 def test_spread_is_median_min_max():

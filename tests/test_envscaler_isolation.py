@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,
                                 reason=f"bubblewrap unavailable here: {BubblewrapSandbox.probe()}")
 
 ECHO = CHANNEL + r'''
-import json, os, struct
+import json, os, signal, struct
 while True:
     frame = read_frame()
     if frame is None:
@@ -35,6 +35,13 @@ while True:
         continue
     if op == "die":
         os._exit(7)
+    if op == "stop_reading":  # answer, then never read again (env code that blocks or spins)
+        write_frame(json.dumps({"_id": req["_id"]}).encode())
+        while True:
+            signal.pause()
+    if op == "bad_reply":  # the adversarial body it was given, as the whole reply
+        write_frame(req["body"].encode())
+        continue
     if op == "memfd":
         try:
             os.memfd_create("x")

@@ -18,30 +18,11 @@ import pytest
 from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB, cgroup, get_sandbox
 from lopd_envs.sandbox.session import (CHANNEL, ReplyRejected, SandboxSession, SessionError, SessionTimeout,
                                        nesting_depth)
+from tests.test_envscaler_isolation import ECHO  # answers echo; also stop_reading and bad_reply
 
 pytestmark = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,
                                 reason=f"bubblewrap unavailable here: {BubblewrapSandbox.probe()}")
 ROOT = Path(__file__).resolve().parents[1]
-
-#: Answers ``echo``; on ``stop_reading`` it answers, then never reads again (env code that blocks or spins);
-#: on ``bad_reply`` it sends the adversarial body it was given, with the right id.
-HOSTILE = CHANNEL + r'''
-import json, time
-while True:
-    frame = read_frame()
-    if frame is None:
-        break
-    req = json.loads(frame)
-    if req.get("op") == "stop_reading":
-        write_frame(json.dumps({"_id": req["_id"]}).encode())
-        while True:
-            time.sleep(1)
-    if req.get("op") == "bad_reply":
-        write_frame(req["body"].encode())
-        continue
-    write_frame(json.dumps({"echo": req.get("x"), "_id": req["_id"]}).encode())
-'''
-
 
 def bounded(call, limit: float):
     """``call()`` on a thread: its outcome (value or exception) and how long it took; fails the test
@@ -65,7 +46,7 @@ def bounded(call, limit: float):
 
 @pytest.fixture()
 def session():
-    s = SandboxSession(HOSTILE, get_sandbox("bubblewrap"), Limits(timeout=60, memory=512 * MiB))
+    s = SandboxSession(ECHO, get_sandbox("bubblewrap"), Limits(timeout=60, memory=512 * MiB))
     yield s
     s.close()
 

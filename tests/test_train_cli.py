@@ -77,13 +77,16 @@ def test_lopd_eval_writes_table_json_and_chart(tmp_path, capsys):
 
 
 def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_after():
-    """The README's main job: every key a real option, held-out tasks removed from training, and the
-    held-out points at rollouts 0 and at the end of the run (the budget, or the final point before it)."""
+    """The README's main job: every key a real option, LOPD with the reference bank and a cold start that runs,
+    held-out tasks disjoint from the training tasks, both scored at rollouts 0 and at the end of the run (the
+    budget, or the final point before it)."""
     from pathlib import Path
 
     cfg, _ = cli.config_from_args(["--config", str(Path(__file__).resolve().parents[1] /
                                                      "examples/smollm2_bfcl_lopd.toml")])
-    assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.cold_start_greedy
-    held = cfg.eval_tasks.split(",")
-    assert len(held) == len(set(held)) == 12
+    assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.bank_mode == "reference"
+    assert cfg.cold_start_steps > 0 and not cfg.allow_empty_cold_start and cfg.eval_training_tasks
+    held, pool = cfg.eval_tasks.split(","), cfg.tasks.split(",")
+    assert len(held) == len(set(held)) == 12 and set(held).isdisjoint(pool)
+    assert cfg.rollout_budget == len(pool) * cfg.bank_samples + cfg.steps * cfg.tasks_per_step * cfg.group_size
     assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)

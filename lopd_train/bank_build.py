@@ -29,20 +29,25 @@ def sample_bank(trainer, tasks: Sequence[str], samples: int, keep_failures: bool
                 hold_back: int | None = None, progress: bool = False) -> dict[str, Any]:
     """Sample ``samples`` rollouts of the trainer's student (untrained: the base model) on every task of
     ``tasks`` with the run's sampling, in batches of the trainer's envs; write the bank and its provenance;
-    count the rollouts in ``trainer.rollouts``. Returns the provenance."""
+    count the rollouts in ``trainer.rollouts``. Successes are held back for the PIG metric only when the run
+    measures it (``--pig-every``). Returns the provenance."""
     from lopd_train import models
 
-    return build(trainer.policy, trainer.tokenizer, trainer.envs, trainer.pool, trainer.cfg, trainer.bank, tasks,
-                 samples, keep_failures=keep_failures, seed=trainer.cfg.seed, progress=progress,
-                 hold_back=trainer.cfg.pig_trajectories if hold_back is None else hold_back,
-                 held_back_path=Path(trainer.out) / HELD_BACK, counter=trainer, adapter=models.adapter)
+    with trainer.dist.unsharded(trainer.policy, when=trainer.vllm is None):  # FSDP: the whole backbone
+        return build(trainer.policy, trainer.tokenizer, trainer.envs, trainer.pool, trainer.cfg, trainer.bank, tasks,
+                     samples, keep_failures=keep_failures, seed=trainer.cfg.seed, progress=progress,
+                     hold_back=(trainer.cfg.pig_trajectories if trainer.cfg.pig_every > 0 else 0)
+                     if hold_back is None else hold_back,
+                     held_back_path=Path(trainer.out) / HELD_BACK, counter=trainer, adapter=models.adapter,
+                     generator=trainer.serving_student())
 
 
 def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], samples: int, keep_failures: bool = False,
           seed: int = 0, progress: bool = False, hold_back: int = 0, held_back_path: Path | None = None,
-          counter=None, adapter=None) -> dict[str, Any]:
+          counter=None, adapter=None, generator=None) -> dict[str, Any]:
     """The bank-building loop (see :func:`sample_bank`); ``adapter`` is the context manager that selects the
-    student adapter when ``policy`` carries LoRA adapters (None: a plain model)."""
+    student adapter when ``policy`` carries LoRA adapters (None: a plain model); ``generator`` samples (None:
+    HF generate; the trainer's vLLM engine with ``--rollout-backend vllm``)."""
     import contextlib
 
     import numpy as np
@@ -66,7 +71,7 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
             seeds = [int(rng.integers(2**31)) for _ in chunk]
             groups = [tasks.index(t) for t in chunk]
             got = run_episodes(policy, tokenizer, envs[:len(chunk)], chunk, sampling, groups=groups, seeds=seeds,
-                               pool=pool)
+                               pool=pool, generator=generator)
             for t in got:
                 if t.trace is not None:
                     attach_transcript(t.trace, tokenizer.decode(t.input_ids))
@@ -97,17 +102,16 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
 
 
 def held_back(trajs, n: int) -> list:
-    """Up to ``n`` successes to keep out of the bank, one per task, only from tasks with another success (so
-    the bank still holds a success of each such task for the diagnostic's same-task retrieval)."""
+    """Up to ``n`` successes to keep out of the bank, one per task, only from tasks with another success: the
+    bank still holds a success of each such task (possibly the same call: a small model's correct answers are
+    often identical), which is what same-task retrieval gives the teacher during training too."""
     if n <= 0:
         return []
     by_task: dict[str, list] = {}
     for t in trajs:
         if t.success and t.trace is not None:
             by_task.setdefault(t.task_id, []).append(t)
-    distinct = [[t for k, t in enumerate(ts) if all(t.trace.render() != u.trace.render() for u in ts[:k])]
-                for ts in by_task.values()]
-    return [ts[-1] for ts in distinct if len(ts) >= 2][:n]
+    return [ts[-1] for ts in by_task.values() if len(ts) >= 2][:n]
 
 
 def read_held_back(path: Path) -> list:

@@ -214,6 +214,9 @@ class Trainer:
             if cfg.bank and cfg.bank_mode != "reference":
                 raise ValueError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
             with self.dist.main_first():  # rank 0 creates (and seeds) the one bank file, the others open it
+                if latest is None and self.dist.is_main:  # a run that died before its first checkpoint starts over
+                    for stale in self.out.glob("bank.sqlite*"):
+                        stale.unlink()
                 self.bank = ExperienceBank(self.out / "bank.sqlite")
                 if latest is None and self.dist.is_main:
                     if cfg.init_bank:
@@ -408,14 +411,17 @@ class Trainer:
         cfg = self.cfg
         if self.bank is None or cfg.bank_mode != "reference" or self.bank_built:
             return
-        if cfg.bank:
-            prov = self.bank.provenance()
-            self.rollouts += int(prov.get("rollouts", 0))
-        else:
-            from lopd_train.bank_build import sample_bank
+        with self.dist.main_first():  # data-parallel: rank 0 samples the one bank, the others read it
+            if cfg.bank or not self.dist.is_main:
+                prov = self.bank.provenance()
+                self.rollouts += int(prov.get("rollouts", 0))
+            else:
+                from lopd_train.bank_build import sample_bank
 
-            prov = sample_bank(self, self.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
-                               progress=cfg.progress and self.dist.is_main)
+                prov = sample_bank(self, self.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
+                                   progress=cfg.progress)
+                if self.vllm is not None:
+                    self.vllm.sleep()  # the cold start's turn on the GPU
         self.retriever.sync()
         self.bank_built = True
         self.log({"phase": "bank", "step": 0, "rollouts": self.rollouts, "bank_size": len(self.bank),

@@ -91,7 +91,7 @@ def tiny(out: Path, **kw) -> TrainConfig:
                 group_size=2, max_new_tokens=8, num_latents=4, qformer_dim=32, qformer_layers=1,
                 experience_tokens=64, lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8,
                 progress=False, export=False, tensorboard=False, output_dir=str(out), cold_start_steps=2,
-                cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=3, pig_trajectories=1)
+                cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=3, pig_trajectories=1, pig_every=1)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -114,7 +114,23 @@ def test_a_reference_run_builds_its_bank_first_counts_its_rollouts_and_cold_star
     (step,) = [x for x in r if x["phase"] == "train"]
     assert step["bank_size"] == len(bank)  # fixed: the run's own successes are not added
     held = [Trace.from_json(l) for l in (out / "pig_heldback.jsonl").read_text().splitlines() if l.strip()]
-    assert all(h.render() not in {e.text for e in bank.all()} for h in held)  # held back: never in the bank
+    assert len(held) <= 1 and [h.task_id for h in held] == prov["held_back"]
+    banked_tasks = {e.task_id for e in bank.all() if e.success}
+    assert all(h.task_id in banked_tasks for h in held)  # the task keeps a success to retrieve
+
+
+def test_held_back_successes_are_one_per_task_that_has_another_and_never_enter_the_bank(tmp_path):
+    from types import SimpleNamespace
+
+    from lopd_train.bank_build import held_back
+
+    def rollout(task_id, text, ok):
+        return SimpleNamespace(task_id=task_id, success=ok, trace=trace(task_id, "x", text, ok))
+    trajs = [rollout("a", "1", True), rollout("a", "1", True), rollout("b", "2", True), rollout("c", "3", False),
+             rollout("c", "4", True), rollout("c", "5", True)]
+    held = held_back(trajs, 5)
+    assert [h.task_id for h in held] == ["a", "c"] and held[0] is trajs[1] and held[1] is trajs[5]
+    assert held_back(trajs, 1) == [trajs[1]] and held_back(trajs, 0) == []
 
 
 def test_lopd_bank_build_writes_provenance_and_a_run_takes_it_with_its_rollouts(tmp_path):

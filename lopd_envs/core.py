@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 
 import gymnasium as gym
 
-from lopd_envs.options import check_choice, unknown_options
+from lopd_envs.options import check_choice, check_turn_limit, unknown_options
 from lopd_envs.provenance import Provenance
 from lopd_envs.reset_options import chosen_task
 from lopd_envs.spaces import AgentAction, ChatMessages
@@ -53,17 +53,15 @@ class Reaction:
 
 def error_message(text: str, tool: str | None = None) -> dict[str, Any]:
     """An error observation: a tool result when it concerns a call, otherwise a user-side notice."""
-    if tool is not None:
-        return {"role": "tool", "name": tool, "content": f"Error: {text}"}
-    return {"role": "user", "content": f"[environment] Error: {text}"}
+    notice = {"role": "user", "content": f"[environment] Error: {text}"}
+    return notice if tool is None else {"role": "tool", "name": tool, "content": f"Error: {text}"}
 
 
 class Episode:
     """One task's live state. Subclasses implement the three hooks; ``self.env`` gives the options."""
 
     def __init__(self, env: "AgentEnv", task: Task):
-        self.env = env
-        self.task = task
+        self.env, self.task = env, task
 
     def opening(self) -> list[dict[str, Any]]:
         """Called once, by ``reset``. Returns the first observation (system prompt, the user's request).
@@ -83,8 +81,7 @@ class Episode:
 
 
 class AgentEnv(gym.Env):
-    """Base of all lopd envs. Subclasses set ``env_id`` and implement :meth:`load_tasks` and
-    :meth:`new_episode`."""
+    """Base of all lopd envs: set ``env_id``, implement :meth:`load_tasks` and :meth:`new_episode`."""
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 1}
     env_id: ClassVar[str] = ""
@@ -93,8 +90,7 @@ class AgentEnv(gym.Env):
     provenance: Provenance | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        # Before any suite's __init__ runs (which may probe sandboxes or read data): a misspelt option fails at
-        # once instead of silently becoming a default (e.g. all 17 BFCL categories).
+        # before any suite's __init__ (sandbox probes, data): a misspelt option fails at once, never a default
         unknown_options(cls, kwargs, stop=AgentEnv)
         return super().__new__(cls)
 
@@ -103,11 +99,8 @@ class AgentEnv(gym.Env):
                  render_mode: str | None = None, **options: Any):
         unknown_options(type(self), options, stop=AgentEnv)  # reachable only by calling __init__ directly
         check_choice("scoring", scoring, SCORING_MODES)
-        if max_turns is not None and (type(max_turns) is not int or max_turns < 1):
-            raise ValueError(f"max_turns must be a positive integer, or None for the benchmark's limit; "
-                             f"got {max_turns!r}")
-        if render_mode not in (None, *self.metadata["render_modes"]):
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        check_turn_limit(max_turns)
+        check_choice("render_mode", render_mode, (None, *self.metadata["render_modes"]))
         self.scoring, self.data_dir, self.max_turns = scoring, data_dir, max_turns or self.default_max_turns
         self.sanitize_tool_names, self.render_mode = sanitize_tool_names, render_mode
         self.tasks: list[Task] = list(self.load_tasks(category, data_dir))
@@ -200,8 +193,5 @@ class AgentEnv(gym.Env):
             return Score(0.0, {"valid": False, "error": f"scorer failed: {type(exc).__name__}: {exc}"})
 
     def _info(self, task: Task, error: str | None = None) -> dict[str, Any]:
-        info: dict[str, Any] = {"task_id": task.task_id, "category": task.category, "turn": self._turns,
-                                "trace": copy.deepcopy(self._trace)}
-        if error:
-            info["error"] = error
-        return info
+        return {"task_id": task.task_id, "category": task.category, "turn": self._turns,
+                "trace": copy.deepcopy(self._trace), **({"error": error} if error else {})}

@@ -47,3 +47,9 @@ def check_choice(name: str, value: Any, choices: Iterable[Any]) -> None:
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1) if isinstance(value, str) else []
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}; got {value!r}{hint}")
+
+
+def check_turn_limit(max_turns: Any) -> None:
+    """``max_turns``: a positive integer, or None for the benchmark's own limit."""
+    if max_turns is not None and (type(max_turns) is not int or max_turns < 1):
+        raise ValueError(f"max_turns must be a positive integer, or None for the benchmark's limit; got {max_turns!r}")

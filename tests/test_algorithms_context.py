@@ -60,7 +60,8 @@ def algo_setup(tmp_path, algo: str, successes=(True, False, False, False, True, 
     tok.padding_side = "left"
     policy = models.wrap_lora(base, {"student": models.lora_config(4, 8)})
     settings = dict(model="tiny-random", top_m=5, top_j=2, lora_r=4, lora_alpha=8, lr=1e-3, algo=algo,
-                    skill_tokens=8, experience_tokens=4096)
+                    skill_tokens=8, experience_tokens=4096,
+                    temperature=1.0)  # the rollouts' own sampling (coin_rollouts): ratios start at 1
     cfg = TrainConfig(**{**settings, **kw})
     bank = ExperienceBank(tmp_path / "bank.sqlite")
     trajs, env = coin_rollouts()

@@ -216,15 +216,16 @@ def test_a_cold_start_with_too_few_pairs_stops_the_run_and_says_how_to_seed_the_
     assert not any(x["phase"] == "train" for x in rows(tmp_path))  # it stopped before any on-policy step
 
 
-def test_freeze_composer_refuses_an_untrained_composer(tmp_path):
+def test_freeze_composer_refuses_an_untrained_composer(tmp_path, monkeypatch):
     from lopd_train.algorithms.lopd import ColdStartError
 
     with pytest.raises(ValueError, match="--freeze-composer.*random initialisation"):
         tiny_cfg(tmp_path, freeze_composer=True, cold_start_steps=0)
-    with pytest.raises(ColdStartError, match="--freeze-composer would freeze an untrained"):  # allowed empty or not
+    # a cold start that finds nothing to train on: refused even when an empty cold start is allowed
+    monkeypatch.setattr(Trainer, "cold_start_data", lambda self: [])
+    with pytest.raises(ColdStartError, match="--freeze-composer would freeze an untrained"):
         train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, tensorboard=False,
-                       freeze_composer=True, allow_empty_cold_start=True, cold_start_min_successes=99,
-                       cold_start_max_batches=1, tasks="tails_0"))
+                       freeze_composer=True, allow_empty_cold_start=True))
 
 
 def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path, monkeypatch):
@@ -240,7 +241,7 @@ def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path
     monkeypatch.setattr(trainer_mod, "run_episodes", spy)
     result = train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False,
                             tensorboard=False, cold_start_greedy=True, cold_start_min_successes=99,
-                            cold_start_max_batches=2))
+                            cold_start_max_batches=2, allow_empty_cold_start=True))
     assert result["rollouts"] == 2 * 4 + 4  # two greedy cold-start batches of 2 x 2 tasks, then one step
     (t1, g1, groups1), (t2, g2, _), (t3, g3, groups3) = calls
     assert g1 and g2 and not g3  # only the cold start decodes greedily

@@ -408,7 +408,8 @@ class LOPD(Algorithm):
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "qformer": self.composer.qformer.state_dict(),
                 "snapshot_qformer": self.snapshot.qformer.state_dict(),
-                "composer_opt": self.composer_opt.state_dict(), "beta": self.beta}
+                "composer_opt": self.composer_opt.state_dict(), "beta": self.beta,
+                "probes": self.probes}  # so a resumed run logs the same probe_teacher_nll
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -416,4 +417,5 @@ class LOPD(Algorithm):
         self.snapshot.qformer.load_state_dict(state["snapshot_qformer"])
         self.composer_opt.load_state_dict(state["composer_opt"])
         self.beta = float(state["beta"])
+        self.probes = list(state.get("probes", []))
         self._anchor_cache.clear()

@@ -168,3 +168,18 @@ def test_points_reached_without_a_student_update_repeat_the_last_one_and_trainin
     assert held[1]["reused_from"] == 0 and held[1]["rewards"] == held[0]["rewards"]  # the bank's 4 rollouts
     assert "reused_from" not in held[2] and held[2]["step"] == 1  # after a training step: evaluated again
     assert set(held[0]["rewards"]) == {"heads_3", "tails_3"} and set(pool[0]["rewards"]) == {"heads_0", "tails_0"}
+
+
+def test_each_supervised_rollout_carries_its_table_notes_for_the_tracker(tmp_path):
+    """The tracker's rollout table (``--rollout-table-every``) shows which experiences the teacher read, δ and
+    the teacher-student KL of each rollout: LOPD's update attaches them."""
+    from tests.test_train_composer import lopd_setup
+
+    *_, trajs, algo = lopd_setup(tmp_path)
+    algo.update(trajs)
+    noted = [t for t in trajs if getattr(t, "table_notes", None)]
+    assert noted, "no supervised rollout got its notes"
+    for t in noted:
+        notes = t.table_notes
+        assert notes["experience_ids"] and all(isinstance(i, int) for i in notes["experience_ids"])
+        assert isinstance(notes["delta"], float) and notes["teacher_student_kl"] >= 0.0

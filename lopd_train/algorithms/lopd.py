@@ -254,17 +254,22 @@ class LOPD(Algorithm):
                 s_logp = [torch.log_softmax(x.float(), -1)
                           for x in score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)]
                 q_s = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(s_logp, g.support)]
-                loss = sum(losses.bucket_kl(q, qt).sum() for q, qt in zip(q_s, g.q_teacher)) / n_tokens
+                kl_per = [losses.bucket_kl(q, qt) for q, qt in zip(q_s, g.q_teacher)]  # [T] per rollout
+                loss = sum(k.sum() for k in kl_per) / n_tokens
                 loss.backward()
                 m["student_kl"] += float(loss.detach()) / len(batches)
                 g.q_student = [q.detach() for q in q_s]
                 g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
                 del s_logp, q_s, loss
-                for t, lt, ls in zip(g.members, g.teacher_logp_y, g.student_logp_y):  # δ, for the dual update
+                for t, lt, ls, kl in zip(g.members, g.teacher_logp_y, g.student_logp_y, kl_per):  # δ, for the dual update
                     d = float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
                     delta_sum, delta_tokens = delta_sum + d, delta_tokens + len(lt)
                     split[bool(t.success)][0] += d
                     split[bool(t.success)][1] += len(lt)
+                    # for the tracker's rollout table (--rollout-table-every)
+                    t.table_notes = {"experience_ids": [e.id for e in g.experiences], "delta": d / max(len(lt), 1),
+                                     "teacher_student_kl": float(kl.detach().mean())}
+                del kl_per
 
                 # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
                 if not train_composer:

@@ -106,6 +106,7 @@ def main(argv=None) -> int:
                   f"{row['text']['high']:+.3f}] nats/token (decisive {row['text@decisive']['pig']:+.3f}); "
                   f"same-task experiences {same:.0%}", flush=True)
     algo.cfg = cfg
+    write(out, report)  # the text pilot stands on its own
 
     # 3. latent PIG against its controls, at each cold-start budget
     exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)

@@ -68,8 +68,9 @@ def main(argv=None) -> int:
         field = {f.name: f for f in dataclasses.fields(TrainConfig)}[k]
         values[k] = type(field.default)(v) if field.default is not None else v
     values.update(algo="lopd", bank_mode="reference", bank=None, bank_samples=args.samples,
-                  pig_trajectories=args.hold_back, pig_every=1,  # pig_every > 0: the bank holds successes back output_dir=str(out / "run"), eval_every_rollouts=0,
-                  tensorboard=False, export=False, allow_empty_cold_start=True)
+                  pig_trajectories=args.hold_back, pig_every=1,  # > 0: the bank holds successes back
+                  output_dir=str(out / "run"), eval_every_rollouts=0, tensorboard=False, export=False,
+                  allow_empty_cold_start=True)
     cfg = TrainConfig(**values)
     run = out / "run"
     if run.exists():

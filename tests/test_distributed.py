@@ -30,7 +30,8 @@ TINY = ["--env", "lopd_train.testing:lopd-test/Coin-v0", "--category", "all", "-
         "--qformer-dim", "32", "--qformer-layers", "1", "--lora-r", "4", "--composer-lora-r", "4",
         "--experience-tokens", "48", "--cold-start-steps", "2", "--cold-start-batch-size", "4",
         "--cold-start-min-successes", "1", "--cold-start-max-batches", "1", "--lr", "1e-3", "--composer-lr",
-        "1e-3", "--no-progress", "--no-export", "--no-tensorboard", "--threads", "1"]
+        "1e-3", "--no-progress", "--no-export", "--no-tensorboard", "--threads", "1",
+        "--bank-mode", "dynamic"]  # the ranks' shared, growing bank is what these tests check
 
 
 def accelerate_available() -> bool:

@@ -213,7 +213,10 @@ def test_a_cold_start_with_too_few_pairs_stops_the_run_and_says_how_to_seed_the_
     with pytest.raises(ColdStartError, match="fewer than --cold-start-min-successes 99.*Seed the bank"):
         train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, tensorboard=False,
                        cold_start_min_successes=99, cold_start_max_batches=1))
-    assert not any(x["phase"] == "train" for x in rows(tmp_path))  # it stopped before any on-policy step
+    logged = rows(tmp_path)
+    assert not any(x["phase"] == "train" for x in logged)  # it stopped before any on-policy step
+    (refusal,) = [x for x in logged if "cold_start_error" in x]  # and its run folder says why
+    assert "Seed the bank" in refusal["cold_start_error"] and refusal["cold_start_steps"] == 0
 
 
 def test_freeze_composer_refuses_an_untrained_composer(tmp_path, monkeypatch):

@@ -171,7 +171,8 @@ def test_rollouts_through_the_engine_are_exact_and_score_like_hf(fake_vllm, tmp_
     torch.manual_seed(0)
     trajs = run_episodes(None, tok, envs, ["heads_0", "tails_1", "heads_2"], cfg, generator=engine)
     params = llm.calls[0][1][0]
-    assert (params.top_k, params.top_p, params.min_p, params.repetition_penalty) == (0, 1.0, 0.0, 1.0)
+    # SamplingConfig's defaults: no truncation. -1, not 0, means "all tokens" on every vLLM >= 0.8 (0.8 refuses 0)
+    assert (params.top_k, params.top_p, params.min_p, params.repetition_penalty) == (-1, 1.0, 0.0, 1.0)
     assert params.stop_token_ids == [tok.eos_token_id] and params.detokenize is False
     for t in trajs:
         assert t.turns == 2 and len(t.input_ids) == len(t.action_mask) == len(t.sample_logprobs)
@@ -223,6 +224,16 @@ def test_the_trainer_serves_each_update_through_a_new_lora_id(fake_vllm, tmp_pat
         served.append((trainer.vllm.lora, {n: p.detach().clone() for n, p in
                                            models.adapter_state(policy, "student").items()}))
     trainer.vllm.sync_lora = recording_sync
+    update = trainer.algo.update
+
+    def moving_update(trajs):  # a tiny random policy may sample equal rewards (zero advantage): move it anyway,
+        out = update(trajs)    # so that what is checked below is the sync, not the luck of the draw
+        with torch.no_grad():
+            for n, p in trainer.policy.named_parameters():
+                if "lora_" in n and ".student." in n:
+                    p.add_(1e-3)
+        return out
+    trainer.algo.update = moving_update
     trainer.run()
     llm = FakeLLM.instances[-1]
     assert [lr.lora_int_id for lr, _ in served] == [1, 2]  # one version per update, new ids

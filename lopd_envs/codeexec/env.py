@@ -14,6 +14,7 @@ from lopd_envs.options import check_choice
 from lopd_envs.sandbox import (BACKENDS, ENV_BACKEND, ISOLATING, Sandbox, SandboxUnavailable, get_sandbox,
                                no_isolation_message)
 from lopd_envs.tools import AssistantTurn
+from lopd_envs.trace import compact
 
 
 class CodeEnv(AgentEnv):
@@ -86,6 +87,11 @@ class CodeAnswerEpisode(Episode):
     def act(self, turn: AssistantTurn) -> Reaction:
         self.details, summary = self.judge(turn.text if isinstance(turn.text, str) else "")
         error = self.details.get("error")
+        broken = self.details.get("sandbox_error")
+        if broken:  # the sandbox failed, not the answer: say so, never a verdict on code that did not run
+            self.details["passed"] = False
+            summary = f"not scored: the sandbox failed ({compact(str(broken), 300)})"
+            error = error or summary
         return Reaction([{"role": "user", "content": f"[evaluation] {summary}"}], done=True, results=[summary],
                         errors=[error is not None], error=error)
 

@@ -389,16 +389,28 @@ class DockerSandbox(Sandbox):
         threading.Thread(target=_remove, args=(warm,), daemon=True, name="lopd-docker-remove").start()
 
     def close(self) -> None:
-        """Remove every container this sandbox started (also run at interpreter exit)."""
+        """Remove the idle containers (waiting up to 30 s for those being started). The sandbox stays
+        usable, as the other backends' do after closing their spares: it is shared by every env of the
+        process (:func:`lopd_envs.sandbox.get_sandbox`), so one env's ``close`` must not break another's
+        next run; that run starts a new container. Containers busy with a run go back to the idle set."""
+        with self._cond:
+            self._cond.wait_for(lambda: not any(self._starting.values()), 30.0)
+            idle = [(shape, warm) for shape, warms in self._idle.items() for warm in warms]
+            self._idle = {}
+            for shape, warm in idle:
+                self._count[shape] = self._count.get(shape, 1) - 1
+                self._all.discard(warm)
+            self._cond.notify_all()
+        _remove_all([warm for _, warm in idle])
+
+    def shutdown(self) -> None:
+        """Remove every container this sandbox started and refuse new ones (run at interpreter exit)."""
         with self._cond:
             self._closed = True
             everything, self._all = list(self._all), set()
             self._idle, self._count = {}, {}
-        threads = [threading.Thread(target=_remove, args=(warm,)) for warm in everything]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=30)
+            self._cond.notify_all()
+        _remove_all(everything)
 
     # ----------------------------------------------------------------------------------------- one run
 
@@ -677,7 +689,15 @@ def _process_id(pid: int) -> str:
 def _close(ref: "weakref.ref[DockerSandbox]") -> None:
     sandbox = ref()
     if sandbox is not None:
-        sandbox.close()
+        sandbox.shutdown()
+
+
+def _remove_all(warms: list[_Warm]) -> None:
+    threads = [threading.Thread(target=_remove, args=(warm,)) for warm in warms]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
 
 
 def image_interpreter(labels: dict) -> Interpreter | None:

@@ -358,14 +358,18 @@ class LOPD(Algorithm):
                    f"({len(ok)} successes, bank of {len(self.bank) if self.bank is not None else 0}), fewer than "
                    f"--cold-start-min-successes {cfg.cold_start_min_successes}, and would run {planned} of "
                    f"--cold-start-steps {cfg.cold_start_steps} composer steps")
+            refusal = None
             if cfg.freeze_composer and planned == 0:
-                raise ColdStartError(why + ": --freeze-composer would freeze an untrained (random) composer")
-            if not cfg.allow_empty_cold_start:
-                raise ColdStartError(why + ". Seed the bank: --bank-mode reference with more --bank-samples per "
-                                     "training task or more training tasks (lopd bank build), --init-bank FILE "
-                                     "in dynamic mode, or more --cold-start-max-batches; or pass "
-                                     "--allow-empty-cold-start to go on with what there is (logged as "
-                                     "cold_start_empty)")
+                refusal = why + ": --freeze-composer would freeze an untrained (random) composer"
+            elif not cfg.allow_empty_cold_start:
+                refusal = (why + ". Seed the bank: --bank-mode reference with more --bank-samples per "
+                           "training task or more training tasks (lopd bank build), --init-bank FILE "
+                           "in dynamic mode, or more --cold-start-max-batches; or pass "
+                           "--allow-empty-cold-start to go on with what there is (logged as cold_start_empty)")
+            if refusal is not None:
+                if log is not None:  # the run folder keeps why it stopped
+                    log({**summary, "cold_start_error": refusal})
+                raise ColdStartError(refusal)
             summary["cold_start_empty"] = 1
             import logging
 

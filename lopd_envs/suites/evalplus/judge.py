@@ -94,7 +94,7 @@ def expected_matches(oracle: Oracle, group: str, i: int, atol: float) -> tuple[b
 
 @dataclass
 class GroupVerdict:
-    status: str  # pass | fail | timeout (evalplus's statuses)
+    status: str  # pass | fail | timeout (evalplus's statuses), or sandbox_error (no verdict: the run broke)
     passed: int
     total: int
     first_failure: int | None = None
@@ -237,6 +237,8 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
         if verdict.status == "fail" and run.result.timed_out and verdict.first_failure is not None \
                 and verdict.reason.startswith("the run stopped"):
             verdict.status = "timeout"
+        if run.result.error and verdict.status != "pass":  # the sandbox broke: no verdict on the code
+            verdict.status = "sandbox_error"
         verdicts[name] = verdict
         details[name] = verdict.to_dict(problem[f"{name}_input"])
     details["base_status"] = verdicts["base"].status
@@ -253,12 +255,14 @@ def evaluate_task(dataset: str, problem: dict, oracle: Oracle, solution: str, sa
     if "base" in oracle.errors:
         out = {"task_id": problem["task_id"], "passed": False, "base_status": "fail",
                "base": {**unavailable, "reason": unavailable["reason"] + oracle.errors["base"]},
-               "plus_status": None if base_only else "fail"}
+               "plus_status": None if base_only else "fail",
+               "error": "not scored: the base tests' expected outputs are unavailable: " + oracle.errors["base"]}
         return out
     if "plus" in oracle.errors and not base_only:
         out = evaluate_solution(dataset, problem, oracle, solution, sandbox, True, strict, timeout_per_task)
         out.update(plus_status="fail", passed=False,
-                   plus={**unavailable, "reason": unavailable["reason"] + oracle.errors["plus"]})
+                   plus={**unavailable, "reason": unavailable["reason"] + oracle.errors["plus"]},
+                   error="not scored: the plus tests' expected outputs are unavailable: " + oracle.errors["plus"])
         return out
     return evaluate_solution(dataset, problem, oracle, solution, sandbox, base_only, strict, timeout_per_task)
 

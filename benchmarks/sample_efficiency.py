@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "study_v2"
@@ -87,6 +87,10 @@ class Variant:
     settings: dict[str, Any] = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
     about: str = ""
+    #: a variant that differs from this one only after the cold start starts from its cold-start checkpoint
+    #: (``--init-from``): the same bank, composer and random state, so the comparison is paired and no
+    #: cold start is run twice
+    fork_from: str | None = None
 
 
 VARIANTS = [
@@ -98,11 +102,11 @@ VARIANTS = [
     Variant("sdft", "sdft", BANKED, about="SDFT (teacher given a demonstration)"),
     Variant("skill_sd", "skill_sd", BANKED, about="Skill-SD (teacher given summarised skills)"),
     Variant("lopd-frozen", "lopd", {**LOPD, "freeze_composer": True},
-            about="LOPD, the cold-started composer kept fixed"),
+            about="LOPD, the cold-started composer kept fixed", fork_from="lopd"),
     Variant("lopd-nomargin", "lopd", {**LOPD, "beta_lr": 0.0, "beta_init": 0.0},
-            about="LOPD without the privileged margin (eta 0, beta_0 0)"),
-    Variant("lopd-m0.02", "lopd", {**LOPD, "margin": 0.02}, about="LOPD, margin m=0.02"),
-    Variant("lopd-m0.1", "lopd", {**LOPD, "margin": 0.1}, about="LOPD, margin m=0.1"),
+            about="LOPD without the privileged margin (eta 0, beta_0 0)", fork_from="lopd"),
+    Variant("lopd-m0.02", "lopd", {**LOPD, "margin": 0.02}, about="LOPD, margin m=0.02", fork_from="lopd"),
+    Variant("lopd-m0.1", "lopd", {**LOPD, "margin": 0.1}, about="LOPD, margin m=0.1", fork_from="lopd"),
 ]
 BY_NAME = {v.name: v for v in VARIANTS}
 
@@ -143,9 +147,28 @@ def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool) -> dict
     settings = dict(run.variant.settings)
     if tiny:  # the toy's sizes win over the study's
         settings = {k: v for k, v in settings.items() if k not in TINY}
+    fork = {"init_from": str(cold_start_of(out, run))} if run.variant.fork_from else {}
     return {**base, "algo": run.variant.algo, **settings, "seed": run.seed,
             "rollout_budget": budget, "steps": math.ceil(budget / per_step), "eval_every_rollouts": every,
-            "output_dir": str(out / "runs" / run.name)}
+            "output_dir": str(out / "runs" / run.name), **fork}
+
+
+def cold_start_of(out: Path, run: Run) -> Path:
+    """The cold-start checkpoint a forked run starts from: its source variant's run of the same seed."""
+    return out / "runs" / f"{run.variant.fork_from}-s{run.seed}" / "checkpoints" / "cold-start"
+
+
+def wait_for_source(out: Path, run: Run, source_running: Callable[[], bool], poll: float = 30.0) -> bool:
+    """Wait until a forked run's cold start exists (its source may be running beside it); False when the source
+    is not running and has none (the run then fails with the trainer's message)."""
+    if not run.variant.fork_from:
+        return True
+    ready = cold_start_of(out, run) / "state.json"
+    while not ready.exists():
+        if not source_running():
+            return False
+        time.sleep(poll)
+    return True
 
 
 def _toml_value(v: Any) -> str:
@@ -601,10 +624,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             threads = max(1, len(os.sched_getaffinity(0)) // args.jobs)  # the cores this process may use
             print(f"{len(todo)} runs, {args.jobs} at a time at {threads} torch thread(s) each", flush=True)
+            pending = {run.name for run in todo}
+
+            def go(run: Run) -> int:  # a forked run first waits for its source's cold start (FIFO: it runs)
+                source = f"{run.variant.fork_from}-s{run.seed}"
+                wait_for_source(out, run, lambda: source in pending)
+                return execute_child(run, out / "configs" / f"{run.name}.toml", out / "runs" / run.name, threads)
+
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                futures = {pool.submit(execute_child, run, out / "configs" / f"{run.name}.toml",
-                                       out / "runs" / run.name, threads): run for run in todo}
+                futures = {pool.submit(go, run): run for run in todo}
                 for fut in as_completed(futures):  # the table is rewritten here only, one run at a time
+                    pending.discard(futures[fut].name)
                     if fut.result() != 0:
                         failed.append(futures[fut].name)
                     report(out, runs, args.budget, args.eval_every, study_cmd.strip())

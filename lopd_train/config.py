@@ -242,6 +242,11 @@ class LoggingSection:
     seed: int = knob(0, "seed of task sampling, generation and initialisation")
     save_every: int = knob(1, "checkpoint every N steps (and always at the end)")
     keep_checkpoints: int = knob(2, "checkpoints kept on disk")
+    init_from: str | None = knob(None, "start from another run's checkpoint folder, e.g. a LOPD run's "
+                                       "checkpoints/cold-start (kept after every cold start): its weights, composer, "
+                                       "bank, counters and random state, then this run's own settings; its records "
+                                       "up to that step are copied. Ablations that differ only after the cold start "
+                                       "(margin, eta, a frozen composer) share one this way")
     export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")

@@ -182,6 +182,8 @@ class Trainer:
         if latest is not None and not resume:
             raise FileExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
                                   "choose another --output-dir")
+        if latest is None and cfg.init_from:
+            latest = self.fork(Path(cfg.init_from))
         self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
                        if cfg.device == "auto" else torch.device(cfg.device))
         random.seed(cfg.seed)
@@ -568,7 +570,13 @@ class Trainer:
         self.cold_start_done = True
         self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
                   "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})
-        self.save_checkpoint()
+        saved = self.save_checkpoint()
+        if self.dist.is_main:  # kept for runs that start from this cold start (--init-from)
+            tmp, kept = self.ckpt_dir / f".tmp-{self.COLD_START}", self.ckpt_dir / self.COLD_START
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(saved, tmp)
+            shutil.rmtree(kept, ignore_errors=True)
+            os.replace(tmp, kept)
 
     def close(self) -> None:
         if self.tracker is not None:
@@ -581,6 +589,38 @@ class Trainer:
             evaluator.close()
 
     # ------------------------------------------------------------------ checkpoints
+    COLD_START = "cold-start"  # the checkpoint right after the cold start, never pruned (``--init-from``)
+
+    def fork(self, source: Path) -> Path:
+        """Make another run's checkpoint ``source`` this run's first (``--init-from``), with the source run's
+        records up to that step (metrics, held-out and training-task points), so the run's files are whole.
+        Only ranks' rank 0 copies; returns the copied checkpoint."""
+        from lopd_train.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE
+
+        state_file = source / "state.json"
+        if not state_file.exists():
+            raise FileNotFoundError(f"--init-from {source}: no complete checkpoint there (state.json missing); a "
+                                    f"LOPD run writes checkpoints/{self.COLD_START} when its cold start ends")
+        state = json.loads(state_file.read_text())
+        if state.get("algo") not in (None, self.cfg.algo):
+            raise ValueError(f"--init-from {source} is a checkpoint of --algo {state['algo']}, not {self.cfg.algo}")
+        target = self.ckpt_dir / f"step-{int(state['step']):06d}"
+        if self.dist.is_main:
+            tmp = self.ckpt_dir / f".tmp-{target.name}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(source, tmp)
+            run = source.parent.parent
+            for name in ("metrics.jsonl", HELDOUT_FILE, TRAIN_EVAL_FILE):
+                if (run / name).exists():
+                    keep = [l for l in (run / name).read_text().splitlines()
+                            if l.strip() and json.loads(l).get("step", 0) <= int(state["step"])]
+                    atomic_write(self.out / name, "".join(l + "\n" for l in keep))
+            os.replace(tmp, target)
+            atomic_write(self.ckpt_dir / "latest", target.name)
+            log.info("starting from %s (step %s, %s rollouts)", source, state["step"], state["rollouts"])
+        self.dist.barrier()
+        return target
+
     def latest_checkpoint(self) -> Path | None:
         pointer = self.ckpt_dir / "latest"
         if pointer.exists():

@@ -48,6 +48,8 @@ def test_run_config_spends_the_budget_including_bank_and_cold_start():
     assert cfg["algo"] == "lopd" and cfg["beta_lr"] == 0.0 and cfg["beta_init"] == 0.0 and cfg["seed"] == 3
     assert cfg["bank_samples"] == 4 and cfg["cold_start_steps"] > 0 and cfg.get("bank_mode", "reference") == "reference"
     assert cfg["output_dir"] == "/x/runs/lopd-nomargin-s3"
+    assert cfg["init_from"] == "/x/runs/lopd-s3/checkpoints/cold-start"  # it shares LOPD's cold start
+    assert "init_from" not in se.run_config(se.Run(se.BY_NAME["lopd"], 3), Path("/x"), 512, 128, tiny=False)
     grpo = se.run_config(se.Run(se.BY_NAME["grpo"], 0), Path("/x"), 512, 128, tiny=False)
     assert "bank_samples" not in grpo and "cold_start_steps" not in grpo
 
@@ -153,6 +155,7 @@ def test_a_failing_child_run_is_reported_not_hidden(tmp_path):
     pytest.param(["grpo"], 8, 4, 1, id="grpo"),
     pytest.param(["lopd", "grpo"], 8, 4, 1, id="lopd+grpo"),
     pytest.param(["grpo"], 8, 4, 2, id="grpo-jobs2"),
+    pytest.param(["lopd", "lopd-m0.1"], 8, 4, 2, id="lopd+fork-jobs2"),  # the fork waits for LOPD's cold start
 ])
 def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     """The whole study on a tiny model: runs, held-out points at each milestone, the table's cells as the
@@ -180,7 +183,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
         assert float(r["mean_reward"]) == pytest.approx(sum(vals) / 2, abs=1e-4)
         assert json.loads(r["per_seed"]) == {"0": vals[0], "1": vals[1]}
     md = (out / "results.md").read_text()
-    assert all(f"| {a} | 0,1 |" in md for a in algos) and "n/a" not in md
+    assert all(f"| {a} | 0,1 |" in md for a in algos) and ("n/a" not in md or "grpo" not in algos)
     assert all(f"| {n} | done |" in md for n in runs)  # the training table names every run
     assert (out / "sample_efficiency.png").stat().st_size > 1000
     assert "lopd-train --config" in (out / "commands.md").read_text()

@@ -112,6 +112,29 @@ def test_resume_continues_exactly(tmp_path):
     assert wa["algo"]["beta"] == wb["algo"]["beta"]
 
 
+def test_a_run_started_from_another_runs_cold_start_continues_it_exactly(tmp_path):
+    """--init-from: ablations that differ only after the cold start share one (study v2). Forked with the
+    same settings, the run is the source run: the same rows, the same weights."""
+    kw = dict(env="lopd-test/Coin-v0", category="all", steps=2, export=False, tensorboard=False, keep_checkpoints=1)
+    train(tiny_cfg(tmp_path / "a", **kw))
+    source = tmp_path / "a/checkpoints/cold-start"
+    assert (source / "state.json").exists()  # kept although only the newest step checkpoint is
+    assert json.loads((source / "state.json").read_text())["step"] == 0
+    train(tiny_cfg(tmp_path / "b", init_from=str(source), **kw))
+    ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
+    drop = ("seconds", "rollout_seconds", "update_seconds")
+    assert [{k: v for k, v in x.items() if k not in drop} for x in ra] == \
+           [{k: v for k, v in x.items() if k not in drop} for x in rb]
+    assert any("cold_start_nll" in x for x in rb)  # the cold start's record came along
+    wa = torch.load(tmp_path / "a/checkpoints/step-000002/trainer.pt", weights_only=False)
+    wb = torch.load(tmp_path / "b/checkpoints/step-000002/trainer.pt", weights_only=False)
+    assert all(torch.equal(wa["lora"][k], wb["lora"][k]) for k in wa["lora"])
+    with pytest.raises(ValueError, match="checkpoint of --algo lopd, not grpo"):
+        Trainer(tiny_cfg(tmp_path / "c", init_from=str(source), algo="grpo", **kw))
+    with pytest.raises(FileNotFoundError, match="no complete checkpoint"):
+        Trainer(tiny_cfg(tmp_path / "d", init_from=str(tmp_path / "nowhere"), **kw))
+
+
 def test_a_run_without_resume_refuses_to_overwrite_checkpoints(tmp_path):
     train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, algo="grpo"))
     with pytest.raises(FileExistsError):

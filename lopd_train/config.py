@@ -78,6 +78,9 @@ class ModelSection:
     gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
                                     "rollout of the group (exact; off with gradient checkpointing)")
+    score_batch: int = knob(8, "rollouts (whole groups) scored in one student pass, so that the prompts' common "
+                               "prefix (system prompt, tools, demonstrations) runs once for all of them (exact); "
+                               "lower it if memory runs out, 1 scores one group at a time")
 
 
 @dataclass

@@ -11,7 +11,10 @@ positions a serving engine would be given. Nothing here knows about losses.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
+import threading
+from collections import OrderedDict
 from typing import Sequence
 
 import torch
@@ -100,24 +103,82 @@ def cached(out):
     return out["cache"] if "cache" in out else out["past_key_values"]
 
 
-def _prefix_states(body, emb: torch.Tensor, frozen: int) -> tuple[torch.Tensor, object]:
+class FrozenPrefixCache:
+    """The frozen backbone's states of recent prompt heads, keyed by their token ids.
+
+    A teacher's prompt up to its first latent (system prompt, tool listing, few-shot demonstrations, the
+    task turn's opening) is the same for every group of a batch and every step of a run, and the frozen
+    backbone maps it to the same hidden states and key/value cache each time: computing it once is exact.
+    Each use gets its own copy of the cache (the forward appends to it). Only valid while the backbone's
+    weights do not change, so nothing is cached when any of them is trainable (a full fine-tune)."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._entries: OrderedDict[tuple, tuple[torch.Tensor, object]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def states(self, body, ids: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, object]:
+        """Hidden states ``[n, d]`` and a fresh key/value cache of ``emb`` (the embeddings of ``ids``), no graph."""
+        if any(p.requires_grad for p in body.parameters() if not _is_adapter(p, body)):
+            with torch.no_grad():
+                out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+            return out.last_hidden_state[0], cached(out)
+        key = (id(body), str(emb.device), emb.dtype, tuple(ids.tolist()))
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+        if hit is None:
+            with torch.no_grad():
+                out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+            hit = (out.last_hidden_state[0], cached(out))
+            with self._lock:
+                self.misses += 1
+                self._entries[key] = hit
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+        return hit[0], copy.deepcopy(hit[1])
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _is_adapter(param: torch.Tensor, body) -> bool:
+    names = _adapter_ids.get(id(body))
+    if names is None:
+        names = _adapter_ids[id(body)] = {id(p) for n, p in body.named_parameters() if "lora_" in n}
+    return id(param) in names
+
+
+_adapter_ids: dict[int, set[int]] = {}
+FROZEN_PREFIXES = FrozenPrefixCache()
+
+
+def _prefix_states(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, object]:
     """Hidden states ``[n, d]`` and key/value cache of the prompt embeddings ``emb`` ``[n, d]``.
 
     The first ``frozen`` positions run without a graph. For a teacher (the frozen backbone) the only trainable
     input is the latent context, so nothing before the first latent depends on a trainable tensor: its states
     are constants whether or not autograd records them, and recording them would only cost memory and a
     backward pass over the system prompt and tool listing (most of a BFCL prompt). The rest of the prompt
-    attends to that cached part as it would in one pass."""
+    attends to that cached part as it would in one pass. With ``ids`` (the prompt's token ids) that part comes
+    from :data:`FROZEN_PREFIXES`, computed once for every group and step that shares it."""
     if not frozen or not torch.is_grad_enabled():
         out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
         return out.last_hidden_state[0], cached(out)
-    with torch.no_grad():
-        head = body(inputs_embeds=emb[:frozen].unsqueeze(0), use_cache=True)
-    cache = cached(head)
+    if ids is not None:
+        h_head, cache = FROZEN_PREFIXES.states(body, ids[:frozen], emb[:frozen])
+    else:
+        with torch.no_grad():
+            head = body(inputs_embeds=emb[:frozen].unsqueeze(0), use_cache=True)
+        h_head, cache = head.last_hidden_state[0], cached(head)
     if frozen == emb.shape[0]:
-        return head.last_hidden_state[0], cache
+        return h_head, cache
     tail = body(inputs_embeds=emb[frozen:].unsqueeze(0), use_cache=True, **{cache_kw(body): cache})
-    return torch.cat([head.last_hidden_state[0], tail.last_hidden_state[0]]), cached(tail)
+    return torch.cat([h_head, tail.last_hidden_state[0]]), cached(tail)
 
 
 def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
@@ -145,7 +206,7 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
         if inject is not None:
             emb = inject_embeddings(emb, *inject)
             frozen = min(int(inject[0][0]), n) if teacher and len(inject[0]) else 0
-        h_prefix, cache = _prefix_states(body, emb, frozen)
+        h_prefix, cache = _prefix_states(body, emb, frozen, seqs[0][:n] if teacher else None)
         rests = [s[n:] for s in seqs]
         width = max(len(r) for r in rests)
         h_rest = None

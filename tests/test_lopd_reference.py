@@ -327,3 +327,33 @@ def test_the_trainer_asks_algorithms_for_capabilities_not_names():
     assert ALGORITHMS["lopd"].has_cold_start and not ALGORITHMS["grpo"].has_cold_start
     assert set(ALGORITHMS["lopd"].extra_adapters) == {"composer", "anchor"} and not ALGORITHMS["sdpo"].extra_adapters
     assert ALGORITHMS["lopd"].state_fields == ("beta",)
+
+
+@pytest.mark.parametrize("algo_name", ["lopd", "grpo"])
+def test_scoring_several_groups_in_one_student_pass_changes_nothing(tmp_path, algo_name):
+    """--score-batch: the chunk's rollouts share one pass (their common prompt prefix once); the gradients
+    (student and composer) are those of scoring each group alone, up to fp32 noise. Compared before the
+    optimiser step: Adam's first step turns a gradient of ~0 into +-lr whatever its rounding."""
+    from lopd_train.algorithms import GRPO
+
+    grads = {}
+    for size in (1, 8):
+        peft_model, tok, cfg, trajs, algo = lopd_setup(tmp_path / str(size), score_batch=size)
+        if algo_name == "grpo":
+            algo = GRPO(peft_model, tok, cfg)
+        assert len(algo.chunks(algo.minibatches(trajs)[0].groups_of())) == (2 if size == 1 else 1)
+        seen = grads[size] = {}
+        step = algo.step_optimizer
+
+        def recording(opt, params, step=step, seen=seen, names={id(p): n for n, p in peft_model.named_parameters()}):
+            seen.update({f"{names.get(id(p), 'qformer')}#{i}": p.grad.detach().clone()
+                         for i, p in enumerate(params) if p.grad is not None})
+            return step(opt, params)
+        algo.step_optimizer = recording
+        algo.update(trajs)
+    g1, g8 = grads[1], grads[8]
+    assert g1.keys() == g8.keys() and any("student" in n for n in g1)
+    assert any("composer" in n or "qformer" in n for n in g1) == (algo_name == "lopd")
+    scale = max(float(g.abs().max()) for g in g1.values())
+    off = {n: float((g1[n] - g8[n]).abs().max()) for n in g1 if not torch.allclose(g1[n], g8[n], rtol=1e-4, atol=1e-6 * scale)}
+    assert not off, off

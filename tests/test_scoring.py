@@ -51,3 +51,33 @@ def test_teacher_latent_gradient_with_a_shared_prompt_equals_scoring_each_sequen
     assert torch.allclose(shared_grad, alone_grad, rtol=1e-6, atol=1e-7)
     # no trainable weight was reached through the teacher (all adapters off)
     assert all(p.grad is None for n, p in peft_model.named_parameters() if "lora_" in n)
+
+
+def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_result(group):
+    """``FROZEN_PREFIXES``: the teacher's prompt up to the first latent, computed once per run (exact), with
+    the same logits and latent gradient on a hit as on the miss; a trainable backbone is never cached."""
+    from lopd_train.scoring import FROZEN_PREFIXES
+
+    peft_model, seqs, masks = group
+    d = peft_model.get_base_model().config.hidden_size
+    FROZEN_PREFIXES.clear()
+    hits, misses = FROZEN_PREFIXES.hits, FROZEN_PREFIXES.misses
+
+    def run():
+        z = torch.randn(4, d, dtype=torch.float64, generator=torch.Generator().manual_seed(1)).requires_grad_(True)
+        logits = score_group(peft_model, seqs, masks, (list(range(5, 9)), z), teacher=True)
+        sum(lg.log_softmax(-1).sum() for lg in logits).backward()
+        return [lg.detach() for lg in logits], z.grad
+
+    first, g1 = run()
+    second, g2 = run()
+    assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (1, 1)
+    assert all(torch.equal(a, b) for a, b in zip(first, second)) and torch.equal(g1, g2)
+    other = [torch.cat([s[:3], s[3:4] + 1, s[4:]]) for s in seqs]  # another prompt head: its own entry
+    score_group(peft_model, other, masks, (list(range(5, 9)), torch.zeros(4, d, dtype=torch.float64, requires_grad=True)),
+                teacher=True)
+    assert FROZEN_PREFIXES.misses - misses == 2
+    for p in peft_model.get_base_model().parameters():  # a full fine-tune: the backbone changes, nothing is cached
+        p.requires_grad_(True)
+    run()
+    assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (1, 2)

@@ -108,6 +108,23 @@ class Algorithm:
     def share_prompt(self) -> bool:
         return bool(self.cfg.share_prompt) and not self.cfg.gradient_checkpointing
 
+    def chunks(self, groups: list[Any]) -> list[list[Any]]:
+        """Consecutive groups in chunks of at most ``--score-batch`` rollouts (at least one group each), each
+        chunk scored in one student pass (:func:`lopd_train.scoring.score_group` over its rollouts: the prompts'
+        common prefix, e.g. a few-shot prompt, once per chunk instead of once per group). A group is a list of
+        trajectories or anything with ``members``."""
+        out: list[list[Any]] = []
+        size = 0
+        for g in groups:
+            n = len(getattr(g, "members", g))
+            if out and size + n <= max(1, self.cfg.score_batch):
+                out[-1].append(g)
+                size += n
+            else:
+                out.append([g])
+                size = n
+        return out
+
     def tensors(self, members: list[Trajectory]):
         parts = [sequence_tensors(t, self.device) for t in members]
         return [p[0] for p in parts], [p[1] for p in parts], [p[2] for p in parts], [p[3] for p in parts]

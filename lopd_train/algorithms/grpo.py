@@ -1,7 +1,8 @@
 """GRPO: group-relative advantages and the clipped policy-gradient surrogate, no privileged context.
 
 The baseline LOPD is measured against (``benchmarks/trainer_step.py``): the student's forward and backward
-over each group (shared prompt, see ``scoring.score_group``), nothing else. Old log-probs are the sampler's
+over the batch's rollouts, ``--score-batch`` at a time (their common prompt prefix once, see
+``scoring.score_group``), nothing else. Old log-probs are the sampler's
 own (one update per rollout batch).
 
 ``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
@@ -28,7 +29,8 @@ class GRPO(Algorithm):
         for batch in batches:
             adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
             advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
-            for members in batch.groups_of():
+            for chunk in self.chunks(batch.groups_of()):  # several groups per pass: their common prefix once
+                members = [t for g in chunk for t in g]
                 seqs, masks, targets, old = self.tensors(members)
                 logits = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
                 refs = [None] * len(members)

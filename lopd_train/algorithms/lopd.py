@@ -236,55 +236,67 @@ class LOPD(Algorithm):
             # it: the teacher is the frozen backbone and the composer has its own adapter); each optimiser steps
             # once its gradients over all groups are in, the student's first
             train_composer = not cfg.freeze_composer
-            for g in groups:
-                with torch.set_grad_enabled(train_composer):
-                    # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders
-                    z = self.compose(g.task, g.experiences)
-                    # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
-                    t_logp = self.teacher_logprobs(g, z)
-                    g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
-                                 [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
-                    q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
-                    t_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
-                    del t_logp
-                g.q_teacher = [q.detach() for q in q_t]
-                g.teacher_logp_y = [lp.detach() for lp in t_logp_y]
+            for chunk in self.chunks(groups):  # --score-batch rollouts: one student pass for the whole chunk
+                live = []  # per group: latents, teacher buckets and log-probs of the sampled tokens, with graph
+                for g in chunk:
+                    with torch.set_grad_enabled(train_composer):
+                        # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders
+                        z = self.compose(g.task, g.experiences)
+                        # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
+                        t_logp = self.teacher_logprobs(g, z)
+                        g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
+                                     [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
+                        q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
+                        t_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
+                        del t_logp
+                    g.q_teacher = [q.detach() for q in q_t]
+                    g.teacher_logp_y = [lp.detach() for lp in t_logp_y]
+                    live.append((z, q_t, t_logp_y))
 
-                # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens
-                s_logp = [torch.log_softmax(x.float(), -1)
-                          for x in score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)]
-                q_s = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(s_logp, g.support)]
-                kl_per = [losses.bucket_kl(q, qt) for q, qt in zip(q_s, g.q_teacher)]  # [T] per rollout
-                loss = sum(k.sum() for k in kl_per) / n_tokens
+                # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens;
+                # the chunk's rollouts in one pass (their common prompt prefix once)
+                s_logits = score_group(self.policy, [s for g in chunk for s in g.seqs],
+                                       [mk for g in chunk for mk in g.masks], share_prefix=self.share_prompt)
+                loss, kl_of = 0.0, []
+                for g in chunk:
+                    s_logp = [torch.log_softmax(x.float(), -1) for x in s_logits[:len(g.members)]]
+                    s_logits = s_logits[len(g.members):]
+                    q_s = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(s_logp, g.support)]
+                    kl_per = [losses.bucket_kl(q, qt) for q, qt in zip(q_s, g.q_teacher)]  # [T] per rollout
+                    loss = loss + sum(k.sum() for k in kl_per) / n_tokens
+                    g.q_student = [q.detach() for q in q_s]
+                    g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
+                    kl_of.append([float(k.detach().mean()) for k in kl_per])
+                    del s_logp, q_s, kl_per
                 loss.backward()
                 m["student_kl"] += float(loss.detach()) / len(batches)
-                g.q_student = [q.detach() for q in q_s]
-                g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
-                del s_logp, q_s, loss
-                for t, lt, ls, kl in zip(g.members, g.teacher_logp_y, g.student_logp_y, kl_per):  # δ, for the dual update
-                    d = float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
-                    delta_sum, delta_tokens = delta_sum + d, delta_tokens + len(lt)
-                    split[bool(t.success)][0] += d
-                    split[bool(t.success)][1] += len(lt)
-                    # for the tracker's rollout table (--rollout-table-every)
-                    t.table_notes = {"experience_ids": [e.id for e in g.experiences], "delta": d / max(len(lt), 1),
-                                     "teacher_student_kl": float(kl.detach().mean())}
-                del kl_per
+                del s_logits, loss
+                for g, kls in zip(chunk, kl_of):
+                    for t, lt, ls, kl in zip(g.members, g.teacher_logp_y, g.student_logp_y, kls):  # δ, for the dual update
+                        d = float(losses.privileged_margin(lt, ls, t.reward)) * len(lt)
+                        delta_sum, delta_tokens = delta_sum + d, delta_tokens + len(lt)
+                        split[bool(t.success)][0] += d
+                        split[bool(t.success)][1] += len(lt)
+                        # for the tracker's rollout table (--rollout-table-every)
+                        t.table_notes = {"experience_ids": [e.id for e in g.experiences],
+                                         "delta": d / max(len(lt), 1), "teacher_student_kl": kl}
 
                 # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
-                if not train_composer:
-                    continue
-                z0 = self.anchor_latents(g)
-                loss = 0.0
-                for k, t in enumerate(g.members):
-                    terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
-                                                      t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef)
-                    weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
-                    loss = loss + terms.loss * weight
-                    m["composer_kl"] += terms.kl / n_rollouts / len(batches)
-                    m["anchor"] += terms.anchor / n_rollouts / len(batches)
-                loss.backward()
-                del z, q_t, t_logp_y, loss
+                for g, (z, q_t, t_logp_y) in zip(chunk, live):
+                    if not train_composer:
+                        break
+                    z0 = self.anchor_latents(g)
+                    loss = 0.0
+                    for k, t in enumerate(g.members):
+                        terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
+                                                          t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef)
+                        weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
+                        loss = loss + terms.loss * weight
+                        m["composer_kl"] += terms.kl / n_rollouts / len(batches)
+                        m["anchor"] += terms.anchor / n_rollouts / len(batches)
+                    loss.backward()
+                    del loss
+                del live
             m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
             if train_composer:
                 m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)

@@ -43,19 +43,30 @@ Sections (:class:`SectionTimer`): each update split into student forward/backwar
 compose, composer backward, Skill-SD's summaries, contexts, optimiser steps and the rest, with wall time,
 CPU time and minor page faults per section.
 
-Measured 2026-12-03 07:11-07:34 (issue 27), ``--threads 1 --reps 2 --explain``, 1 task x 4 rollouts
-(1,172 sequence tokens, 128 sampled), the machine shared with other jobs (load average 8.9-11.9 on 2
-cores; ``benchmarks/results/trainer_step/smollm2_default.txt``), median (min-max) of the 2 rounds:
+Measured 2026-12-03 10:48-10:56, ``--threads 1 --reps 2 --explain``, 1 task x 4 rollouts (1,172 sequence
+tokens, 128 sampled), a quiet machine (load 1.0-1.2 on 2 cores;
+``benchmarks/results/trainer_step/smollm2_default.txt``), after the teacher's frozen prompt head became a
+per-run cache and the student started scoring whole chunks of groups in one pass (``--score-batch``; with one
+task, as here, nothing to share across groups), median (min-max) of the 2 rounds:
 
-  algorithm  update s (wall)    vs GRPO, per round   vs GRPO, CPU  whole step vs GRPO  peak MB (vs GRPO)  supervised
-  GRPO       11.3 (11.3-11.4)   1                    1 (5.1 s)     1                   1,736              all
-  LOPD       28.5 (26.7-30.3)   2.52x (2.35-2.68)    3.31x         1.68x               3,587 (2.07x)      all
-  OPSD       14.7 (12.6-16.8)   1.30x (1.11-1.48)    1.48x         1.13x               2,045 (1.18x)      all
-  SDPO       25.4 (24.3-26.5)   2.24x (2.14-2.34)    2.61x         1.55x               2,057 (1.18x)      all
-  SDFT       16.4 (15.0-17.7)   1.44x (1.32-1.56)    1.67x         1.20x               2,245 (1.29x)      all
-  Skill-SD   25.8 (21.9-29.7)   2.28x (1.93-2.62)    2.67x         1.57x               2,261 (1.30x)      all
+  algorithm  update s (wall)      vs GRPO, per round   vs GRPO, CPU   whole step vs GRPO  peak MB (vs GRPO)
+  GRPO        3.35 (3.18-3.52)    1                    1              1                   1,968
+  LOPD       11.74 (10.05-13.42)  3.49x (3.16-3.81)    3.52x          1.93x               3,574 (1.82x)
+  OPSD        6.30 (5.54-7.06)    1.87x (1.74-2.01)    1.89x          1.33x               2,004 (1.02x)
+  SDPO       10.45 (9.35-11.54)   3.11x (2.94-3.28)    3.13x          1.79x               2,031 (1.03x)
+  SDFT        5.94 (5.34-6.54)    1.77x (1.68-1.86)    1.78x          1.29x               2,223 (1.13x)
+  Skill-SD    9.36 (8.72-10.01)   2.79x (2.74-2.84)    2.80x          1.67x               2,217 (1.13x)
 
-So LOPD's update is 2.52x GRPO's (goal <= 2x: not met) and its whole step 1.68x (goal <= 1.5x: not met).
+So, on this shape (one group, J = 3 experiences of 128 tokens), LOPD's update is 3.49x GRPO's (goal <= 2x:
+not met) and its whole step 1.93x (goal <= 1.5x: not met). The ratios are higher than the run below
+(07:11, 2.52x) because that machine was loaded 9-12 on 2 cores, which slowed GRPO's short update more than
+LOPD's; the absolute times fell 3.4x (GRPO) and 2.4x (LOPD). LOPD's sections: student forward 1.9 and
+backward 2.1 s (GRPO's 1.5 and 1.8), compose (encoder + Q-Former over J = 3 experiences) 2.0, teacher forward
+1.5, composer backward 4.0: the composer's encoder over the experiences and the backward through it are
+what is left, and they are the method (the encoder is a LoRA on every layer).
+
+Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
+(2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
 
 Where the time goes (CPU s of the median round): GRPO is the student's forward 2.4 and backward 2.7. Each
 text baseline adds one teacher forward (no graph) over its longer prompt: OPSD 2.7, SDFT 3.2, Skill-SD 3.0
@@ -245,7 +256,8 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
     backbone, tok = models.load_backbone(args.model, device, args.dtype)
     cfg = TrainConfig(model=args.model, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                       gradient_checkpointing=args.gradient_checkpointing, experience_tokens=args.experience_tokens,
-                      kl_support=args.kl_support, tool_prompt="always", **overrides)
+                      kl_support=args.kl_support, tool_prompt="always", top_j=args.top_j,
+                      experience_format=args.experience_format, **overrides)
     adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
     for a in algos:
         for name, prefix in ALGORITHMS[a].extra_adapters.items():
@@ -702,6 +714,9 @@ def main(argv=None) -> int:
     p.add_argument("--completion-tokens", type=int, default=32)
     p.add_argument("--bank-size", type=int, default=12)
     p.add_argument("--experience-tokens", type=int, default=128)
+    p.add_argument("--top-j", type=int, default=3, help="J, experiences per task for LOPD (the authors' 3)")
+    p.add_argument("--experience-format", default="chat", choices=["chat", "trace"],
+                   help="how an experience is rendered for the composer and the text teachers")
     p.add_argument("--lora-r", type=int, default=16)
     p.add_argument("--reps", type=int, default=1, help="timed update pairs (GRPO, LOPD) after a warm-up pair")
     p.add_argument("--memory-reps", type=int, default=0, help="updates after a warm-up in each memory process")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import os
 import threading
 from collections import OrderedDict
 from typing import Sequence
@@ -110,11 +111,17 @@ class FrozenPrefixCache:
     task turn's opening) is the same for every group of a batch and every step of a run, and the frozen
     backbone maps it to the same hidden states and key/value cache each time: computing it once is exact.
     Each use gets its own copy of the cache (the forward appends to it). Only valid while the backbone's
-    weights do not change, so nothing is cached when any of them is trainable (a full fine-tune)."""
+    weights do not change, so nothing is cached when any of them is trainable (a full fine-tune).
 
-    def __init__(self, size: int = 4):
-        self.size = size
-        self._entries: OrderedDict[tuple, tuple[torch.Tensor, object]] = OrderedDict()
+    Where the tools are listed in the system prompt (BFCL), each task has its own head, so the cache holds one
+    entry per recurring task: least recently used first out once ``max_bytes`` (default 1 GiB, or
+    ``$LOPD_PREFIX_CACHE_MB``) is exceeded; SmolLM2's head of a few-shot BFCL prompt takes ~30 MB."""
+
+    def __init__(self, max_bytes: int | None = None):
+        env = os.environ.get("LOPD_PREFIX_CACHE_MB")
+        self.max_bytes = max_bytes if max_bytes is not None else int(float(env) * 2**20) if env else 2**30
+        self._entries: OrderedDict[tuple, tuple[torch.Tensor, object, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
@@ -133,17 +140,31 @@ class FrozenPrefixCache:
         if hit is None:
             with torch.no_grad():
                 out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
-            hit = (out.last_hidden_state[0], cached(out))
+            hidden, kv = out.last_hidden_state[0], cached(out)
+            hit = (hidden, kv, hidden.nbytes + cache_nbytes(kv))
             with self._lock:
                 self.misses += 1
-                self._entries[key] = hit
-                while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
+                if key not in self._entries and hit[2] <= self.max_bytes:
+                    self._entries[key] = hit
+                    self._bytes += hit[2]
+                while self._bytes > self.max_bytes and self._entries:
+                    self._bytes -= self._entries.popitem(last=False)[1][2]
         return hit[0], copy.deepcopy(hit[1])
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._bytes = 0
+
+
+def cache_nbytes(cache) -> int:
+    """Bytes held by a key/value cache (transformers' ``DynamicCache``, either layout)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return sum(t.nbytes for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+                   if isinstance(t, torch.Tensor))
+    return sum(t.nbytes for t in [*getattr(cache, "key_cache", []), *getattr(cache, "value_cache", [])]
+               if isinstance(t, torch.Tensor))
 
 
 def _is_adapter(param: torch.Tensor, body) -> bool:
@@ -230,3 +251,37 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
                 parts.append(h_rest[i, pos[~in_prefix] - n])
             results.append(head(torch.cat(parts, dim=0)))
         return results
+
+
+def split(items: list, sizes: list[int]) -> list[list]:
+    """``items`` cut into consecutive runs of ``sizes``."""
+    out, i = [], 0
+    for n in sizes:
+        out.append(items[i:i + n])
+        i += n
+    return out
+
+
+def score_groups(peft_model, seqs_by_group: list[list[torch.Tensor]], masks_by_group: list[list[torch.Tensor]],
+                 share_prefix: bool = True) -> list[torch.Tensor]:
+    """:func:`score_group` over several groups (student, no context), in one pass when that runs fewer tokens,
+    else one pass per group; the logits of every sequence, in order.
+
+    One pass runs the groups' common prefix once (a system prompt and demonstrations shared by every task) but
+    each rollout's own prompt in full; a pass per group runs each group's prompt once for its rollouts. Which
+    is cheaper depends on the benchmark: where the tools are listed in the system prompt (BFCL), tasks share
+    almost nothing and per group wins; where they share a long prompt, one pass does. Both are exact."""
+    flat_s = [s for g in seqs_by_group for s in g]
+    flat_m = [m for g in masks_by_group for m in g]
+    if not share_prefix or len(seqs_by_group) <= 1:
+        return score_group(peft_model, flat_s, flat_m, share_prefix=share_prefix)
+
+    def cost(seqs, masks):  # tokens run: the shared prefix once, every rest padded to the longest
+        n = common_prefix_length(seqs, masks)
+        return n + len(seqs) * max(len(s) - n for s in seqs)
+
+    together = cost(flat_s, flat_m)
+    apart = sum(cost(s, m) for s, m in zip(seqs_by_group, masks_by_group))
+    if together <= apart:
+        return score_group(peft_model, flat_s, flat_m)
+    return [x for s, m in zip(seqs_by_group, masks_by_group) for x in score_group(peft_model, s, m)]

@@ -77,7 +77,37 @@ def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_
     score_group(peft_model, other, masks, (list(range(5, 9)), torch.zeros(4, d, dtype=torch.float64, requires_grad=True)),
                 teacher=True)
     assert FROZEN_PREFIXES.misses - misses == 2
+    assert len(FROZEN_PREFIXES._entries) == 2 and FROZEN_PREFIXES._bytes > 0
+    budget = FROZEN_PREFIXES.max_bytes
+    try:  # room for one entry: the least recently used goes
+        FROZEN_PREFIXES.max_bytes = FROZEN_PREFIXES._bytes // 2 + 1
+        third = [torch.cat([s[:3], s[3:4] + 2, s[4:]]) for s in seqs]
+        score_group(peft_model, third, masks, (list(range(5, 9)), torch.zeros(4, d, dtype=torch.float64,
+                                                                              requires_grad=True)), teacher=True)
+        assert len(FROZEN_PREFIXES._entries) == 1 and FROZEN_PREFIXES._bytes <= FROZEN_PREFIXES.max_bytes
+    finally:
+        FROZEN_PREFIXES.max_bytes = budget
+    hits, misses = FROZEN_PREFIXES.hits, FROZEN_PREFIXES.misses
     for p in peft_model.get_base_model().parameters():  # a full fine-tune: the backbone changes, nothing is cached
         p.requires_grad_(True)
     run()
-    assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (1, 2)
+    assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (0, 0)
+
+
+def test_several_groups_share_one_pass_only_when_that_runs_fewer_tokens(group, monkeypatch):
+    """``score_groups``: tasks whose prompts differ early (BFCL lists each task's tools in its system prompt) are
+    scored a group at a time, tasks behind one long shared prompt in one pass; the logits are the same."""
+    import lopd_train.scoring as scoring
+
+    peft_model, seqs, masks = group
+    calls = []
+    real = scoring.score_group
+    monkeypatch.setattr(scoring, "score_group", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    long_shared = [seqs[:2], seqs[2:]]  # one 14-token prompt for all three: one pass
+    early_split = [[s.clone() for s in seqs[:2]], [torch.cat([s[:1] + 1, s[1:]]) for s in seqs[2:]]]  # differ at 0
+    for groups, want in ((long_shared, [3]), (early_split, [2, 1])):
+        calls.clear()
+        got = scoring.score_groups(peft_model, groups, [masks[:2], masks[2:]])
+        assert calls == want
+        alone = [real(peft_model, [s], [m])[0] for g, ms in zip(groups, [masks[:2], masks[2:]]) for s, m in zip(g, ms)]
+        assert all(torch.allclose(a, b, rtol=0, atol=1e-9) for a, b in zip(got, alone))

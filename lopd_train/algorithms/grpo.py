@@ -1,8 +1,8 @@
 """GRPO: group-relative advantages and the clipped policy-gradient surrogate, no privileged context.
 
 The baseline LOPD is measured against (``benchmarks/trainer_step.py``): the student's forward and backward
-over the batch's rollouts, ``--score-batch`` at a time (their common prompt prefix once, see
-``scoring.score_group``), nothing else. Old log-probs are the sampler's
+over the batch's rollouts, ``--score-batch`` at a time (each prompt once for its group, or the groups'
+common prefix once when that is cheaper: ``scoring.score_groups``), nothing else. Old log-probs are the sampler's
 own (one update per rollout batch).
 
 ``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
@@ -15,7 +15,7 @@ import torch
 
 from lopd_train import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.scoring import score_group
+from lopd_train.scoring import score_group, score_groups, split
 
 
 class GRPO(Algorithm):
@@ -29,10 +29,12 @@ class GRPO(Algorithm):
         for batch in batches:
             adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
             advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
-            for chunk in self.chunks(batch.groups_of()):  # several groups per pass: their common prefix once
+            for chunk in self.chunks(batch.groups_of()):  # several groups, one backward (one pass if cheaper)
                 members = [t for g in chunk for t in g]
                 seqs, masks, targets, old = self.tensors(members)
-                logits = score_group(self.policy, seqs, masks, share_prefix=self.share_prompt)
+                sizes = [len(g) for g in chunk]
+                logits = score_groups(self.policy, split(seqs, sizes), split(masks, sizes),
+                                      share_prefix=self.share_prompt)
                 refs = [None] * len(members)
                 if cfg.grpo_kl_coef > 0:
                     with torch.no_grad():

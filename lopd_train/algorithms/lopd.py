@@ -90,7 +90,7 @@ from lopd_train.algorithms.base import Algorithm
 from lopd_train.composer import Composer
 from lopd_train.context import experience_text
 from lopd_train.rollout import Trajectory
-from lopd_train.scoring import score_group
+from lopd_train.scoring import score_group, score_groups
 
 
 PROBES = 4  # banked successes whose teacher NLL is logged after each composer update (probe_teacher_nll)
@@ -254,9 +254,9 @@ class LOPD(Algorithm):
                     live.append((z, q_t, t_logp_y))
 
                 # 4. student step: reverse KL(q_S || q_T) on the support, token mean over the supervised tokens;
-                # the chunk's rollouts in one pass (their common prompt prefix once)
-                s_logits = score_group(self.policy, [s for g in chunk for s in g.seqs],
-                                       [mk for g in chunk for mk in g.masks], share_prefix=self.share_prompt)
+                # the chunk's rollouts, one backward (one pass when their common prefix makes it cheaper)
+                s_logits = score_groups(self.policy, [g.seqs for g in chunk], [g.masks for g in chunk],
+                                        share_prefix=self.share_prompt)
                 loss, kl_of = 0.0, []
                 for g in chunk:
                     s_logp = [torch.log_softmax(x.float(), -1) for x in s_logits[:len(g.members)]]

@@ -385,6 +385,8 @@ class SectionTimer:
         for module in (lopd, distill, grpo):
             self._wrap(module, "score_group",
                        lambda a, k: "teacher forward" if k.get("teacher") else "student forward")
+            if hasattr(module, "score_groups"):  # several groups in one student pass (--score-batch)
+                self._wrap(module, "score_groups", "student forward")
         self._wrap(Algorithm, "step_optimizer", "optimiser steps")
         self._wrap(torch.Tensor, "backward", lambda a, k: after.get(self.last, "other backward"))
         self.start = _usage()

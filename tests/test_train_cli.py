@@ -87,6 +87,6 @@ def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_aft
     assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.bank_mode == "reference"
     assert cfg.cold_start_steps > 0 and not cfg.allow_empty_cold_start and cfg.eval_training_tasks
     held, pool = cfg.eval_tasks.split(","), cfg.tasks.split(",")
-    assert len(held) == len(set(held)) == 12 and set(held).isdisjoint(pool)
+    assert len(held) == len(set(held)) >= 8 and set(held).isdisjoint(pool)
     assert cfg.rollout_budget == len(pool) * cfg.bank_samples + cfg.steps * cfg.tasks_per_step * cfg.group_size
     assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)

@@ -125,13 +125,21 @@ def test_sampler_records_the_policy_top_m_at_temperature_one(tiny):
 def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monkeypatch):
     """Duplicated prompts (a GRPO group) are run once; the completions and log-probs equal a plain
     ``generate``'s, greedy and sampled with the same seed."""
-    from lopd_train import rollout
-
     model, tok = tiny
     a = models.encode(tok, models.render_chat(tok, [{"role": "user", "content": "flip a coin, twice"}]))
     b = models.encode(tok, models.render_chat(tok, [{"role": "user", "content": "heads?"}]))
     prompts = [a, a, a, b, b, a]
-    rows_seen = []
+    for rows_seen in generate_like_plain(model, tok, prompts, monkeypatch):
+        # the prefill ran on the 2 distinct prompts, then generate fed 6 rows of one token each
+        assert rows_seen[0] == (2, len(a) - 1) and rows_seen[1] == (6, 1)
+
+
+def generate_like_plain(model, tok, prompts, monkeypatch):
+    """Generate ``prompts`` greedy and sampled (same seed) with the shared prefill and with a plain one, assert
+    the completions and log-probs agree, and yield the shapes of the inputs the model saw with the shared one."""
+    from lopd_train import rollout
+
+    rows_seen: list[tuple[int, ...]] = []
 
     def count(module, args, kwargs):
         if kwargs.get("input_ids") is not None:
@@ -143,8 +151,7 @@ def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monk
         torch.manual_seed(3)
         shared = rollout.generate(model, tok, prompts, cfg)
         hook.remove()
-        # the prefill ran on the 2 distinct prompts, then generate fed 6 rows of one token each
-        assert rows_seen[0] == (2, len(a) - 1) and rows_seen[1] == (6, 1)
+        yield list(rows_seen)
         monkeypatch.setattr(rollout, "prefill", plain_prefill)
         torch.manual_seed(3)
         plain = rollout.generate(model, tok, prompts, cfg)
@@ -187,24 +194,6 @@ def test_a_long_common_prefix_is_prefilled_once_and_changes_nothing(tiny, monkey
     prompts = [a, b, a, c, b, a]
     head = rollout.common_prefix_length(prompts)
     assert head >= rollout.MIN_SHARED_PREFIX
-    rows_seen = []
-
-    def count(module, args, kwargs):
-        if kwargs.get("input_ids") is not None:
-            rows_seen.append(tuple(kwargs["input_ids"].shape))
-
     width = max(map(len, prompts))
-    for cfg in (SamplingConfig(max_new_tokens=10, greedy=True), SamplingConfig(max_new_tokens=10, temperature=0.9)):
-        rows_seen.clear()
-        hook = model.register_forward_pre_hook(count, with_kwargs=True)
-        torch.manual_seed(3)
-        shared = rollout.generate(model, tok, prompts, cfg)
-        hook.remove()
+    for rows_seen in generate_like_plain(model, tok, prompts, monkeypatch):
         assert rows_seen[:3] == [(1, head), (3, width - 1 - head), (6, 1)]  # head once, 3 remainders, then decode
-        monkeypatch.setattr(rollout, "prefill", plain_prefill)
-        torch.manual_seed(3)
-        plain = rollout.generate(model, tok, prompts, cfg)
-        monkeypatch.undo()
-        for (t1, l1, e1, _), (t2, l2, e2, _) in zip(shared, plain):
-            assert t1 == t2 and e1 == e2
-            assert torch.allclose(torch.tensor(l1), torch.tensor(l2), atol=1e-4)

@@ -593,6 +593,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = run_config(run, out, args.budget, args.eval_every, args.tiny)
         path = out / "configs" / f"{run.name}.toml"
         shown = dict(cfg, output_dir=display_path(Path(cfg["output_dir"])))  # relative to the checkout
+        if "init_from" in cfg:
+            shown["init_from"] = display_path(Path(cfg["init_from"]))
         path.write_text(f"# {run.variant.about}\n" + to_toml(shown))
         configs[run.name] = cfg
         cmds.append(command(path))

@@ -593,8 +593,10 @@ class Trainer:
 
     def fork(self, source: Path) -> Path:
         """Make another run's checkpoint ``source`` this run's first (``--init-from``), with the source run's
-        records up to that step (metrics, held-out and training-task points), so the run's files are whole.
+        records up to that step (metrics, held-out and training-task points) and the successes its bank held
+        back for the PIG metric, so the run's files are whole and its diagnostics measured on the same ones.
         Only ranks' rank 0 copies; returns the copied checkpoint."""
+        from lopd_train.bank_build import HELD_BACK
         from lopd_train.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE
 
         state_file = source / "state.json"
@@ -615,6 +617,8 @@ class Trainer:
                     keep = [l for l in (run / name).read_text().splitlines()
                             if l.strip() and json.loads(l).get("step", 0) <= int(state["step"])]
                     atomic_write(self.out / name, "".join(l + "\n" for l in keep))
+            if (run / HELD_BACK).exists():  # the PIG metric's held-back successes, kept out of that bank
+                atomic_write(self.out / HELD_BACK, (run / HELD_BACK).read_text())
             os.replace(tmp, target)
             atomic_write(self.ckpt_dir / "latest", target.name)
             log.info("starting from %s (step %s, %s rollouts)", source, state["step"], state["rollouts"])

@@ -120,7 +120,9 @@ def test_a_run_started_from_another_runs_cold_start_continues_it_exactly(tmp_pat
     source = tmp_path / "a/checkpoints/cold-start"
     assert (source / "state.json").exists()  # kept although only the newest step checkpoint is
     assert json.loads((source / "state.json").read_text())["step"] == 0
+    (tmp_path / "a/pig_heldback.jsonl").write_text('{"task_id": "heads_0"}\n')  # as a bank that held back
     train(tiny_cfg(tmp_path / "b", init_from=str(source), **kw))
+    assert (tmp_path / "b/pig_heldback.jsonl").read_text() == '{"task_id": "heads_0"}\n'  # PIG on the same ones
     ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
     drop = ("seconds", "rollout_seconds", "update_seconds")
     assert [{k: v for k, v in x.items() if k not in drop} for x in ra] == \

@@ -15,6 +15,7 @@ import copy
 import inspect
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Sequence
 
@@ -120,20 +121,23 @@ class FrozenPrefixCache:
     def __init__(self, max_bytes: int | None = None):
         env = os.environ.get("LOPD_PREFIX_CACHE_MB")
         self.max_bytes = max_bytes if max_bytes is not None else int(float(env) * 2**20) if env else 2**30
-        self._entries: OrderedDict[tuple, tuple[torch.Tensor, object, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple, tuple[torch.Tensor, object, int, weakref.ref]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def states(self, body, ids: torch.Tensor, emb: torch.Tensor) -> tuple[torch.Tensor, object]:
         """Hidden states ``[n, d]`` and a fresh key/value cache of ``emb`` (the embeddings of ``ids``), no graph."""
-        if any(p.requires_grad for p in body.parameters() if not _is_adapter(p, body)):
+        if any(p.requires_grad for n, p in body.named_parameters() if "lora_" not in n):
             with torch.no_grad():
                 out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
             return out.last_hidden_state[0], cached(out)
         key = (id(body), str(emb.device), emb.dtype, tuple(ids.tolist()))
         with self._lock:
             hit = self._entries.get(key)
+            if hit is not None and hit[3]() is not body:  # another model now has that id: not its states
+                self._bytes -= self._entries.pop(key)[2]
+                hit = None
             if hit is not None:
                 self._entries.move_to_end(key)
                 self.hits += 1
@@ -141,7 +145,7 @@ class FrozenPrefixCache:
             with torch.no_grad():
                 out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
             hidden, kv = out.last_hidden_state[0], cached(out)
-            hit = (hidden, kv, hidden.nbytes + cache_nbytes(kv))
+            hit = (hidden, kv, hidden.nbytes + cache_nbytes(kv), weakref.ref(body))
             with self._lock:
                 self.misses += 1
                 if key not in self._entries and hit[2] <= self.max_bytes:
@@ -167,14 +171,6 @@ def cache_nbytes(cache) -> int:
                if isinstance(t, torch.Tensor))
 
 
-def _is_adapter(param: torch.Tensor, body) -> bool:
-    names = _adapter_ids.get(id(body))
-    if names is None:
-        names = _adapter_ids[id(body)] = {id(p) for n, p in body.named_parameters() if "lora_" in n}
-    return id(param) in names
-
-
-_adapter_ids: dict[int, set[int]] = {}
 FROZEN_PREFIXES = FrozenPrefixCache()
 
 

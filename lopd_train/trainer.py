@@ -304,8 +304,9 @@ class Trainer:
         if resumed:
             for e in evaluators:
                 e.truncate_after(self.rollouts)
-        else:
-            heldout.path.unlink(missing_ok=True)
+        else:  # a new run: no point of an earlier run in this folder may stand in for one of this run
+            for e in evaluators:
+                e.path.unlink(missing_ok=True)
         return heldout
 
     def heldout_point(self, final: bool = False) -> None:

@@ -132,3 +132,20 @@ def test_eval_env_kwargs_pick_the_heldout_env_as_a_json_string_or_a_toml_table(t
             assert t.heldout.task_ids == ["heads_0", "heads_1", "heads_2", "heads_3"]
         finally:
             t.close()
+
+
+def test_a_new_run_never_keeps_an_earlier_runs_points(tmp_path):
+    """A run started afresh in a folder that holds another run's points (a crash before its first checkpoint,
+    or a reused output dir) evaluates its own point 0 on the held-out tasks *and* the training pool: a stale
+    point would otherwise mark milestone 0 as done and stand in for this run's student."""
+    out = tmp_path / "run"
+    out.mkdir()
+    stale = {"milestone": 0, "rollouts": 0, "step": 0, "mean_reward": 9.0, "success_rate": 9.0, "n": 1,
+             "rewards": {"x": 9.0}}
+    for name in ("heldout.jsonl", "train_eval.jsonl"):
+        (out / name).write_text(json.dumps(stale) + "\n")
+    train(cfg(out, steps=1, eval_training_tasks=True))
+    for name in ("heldout.jsonl", "train_eval.jsonl"):
+        got = read_points(out / name)
+        assert [p["milestone"] for p in got] == [0, 4], name
+        assert all(p["mean_reward"] != 9.0 for p in got), name

@@ -12,7 +12,10 @@ On a setting (env, prompt, model: a lopd-train config), this script
    upper bound, all with 95% bootstrap intervals, on all tokens and on the decisive ones;
 4. optionally (``--success-samples N``) the teacher's sampled success rate with no context, text and latents.
 
-Writes ``results.json``, ``results.md`` and ``pig_vs_cold_start.png`` into ``--out``. Example (the pilot)::
+Writes ``results.json``, ``results.md`` and ``pig_vs_cold_start.png`` into ``--out``. The cold start is long on a
+CPU (1,000 steps are hours), so the state (bank, held-back successes, composer and its optimiser, the report so
+far) is saved every ``--save-every`` steps, and ``--resume`` goes on from there after a kill: the same bank, the
+same held-back successes, the composer where it stopped. Example (the pilot)::
 
     python benchmarks/privileged_gain.py --config examples/study_v2/lopd.toml --pool 24 --samples 4 \\
         --hold-back 12 --cold-start 0,50,200 --out benchmarks/results/privileged_gain
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -43,6 +47,10 @@ def parse(argv=None):
     p.add_argument("--success-samples", type=int, default=0, help="teacher samples per task for sampled success")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    p.add_argument("--save-every", type=int, default=25, help="cold-start steps between saved states")
+    p.add_argument("--resume", action="store_true",
+                   help="go on from the state saved in --out (same bank, held-back successes and composer); the "
+                        "other arguments must be those of the first run")
     return p.parse_args(argv)
 
 
@@ -71,30 +79,45 @@ def main(argv=None) -> int:
                   pig_trajectories=args.hold_back, pig_every=1,  # > 0: the bank holds successes back
                   output_dir=str(out / "run"), eval_every_rollouts=0, tensorboard=False, export=False,
                   allow_empty_cold_start=True)
-    cfg = TrainConfig(**values)
-    run = out / "run"
+    run, saved = out / "run", out / "state"
+    state = load_state(saved, args) if args.resume else None
     if run.exists():
-        import shutil
-
         shutil.rmtree(run)
+    if state is not None:  # the saved bank (its rollouts already counted in its provenance)
+        values["bank"] = str(saved / BANK)
+    cfg = TrainConfig(**values)
     t0 = time.time()
     trainer = Trainer(cfg)
     trainer.task_pool = trainer.task_pool[:args.pool]
     trainer.build_bank()
     prov = trainer.bank.provenance()
     algo = trainer.algo
-    held = [replay_trace(trainer.envs[0], trainer.tokenizer, tr, cfg.sampling()) for tr in read_held_back(run / HELD_BACK)]
+    held_path = saved / HELD_BACK if state is not None else run / HELD_BACK
+    held = [replay_trace(trainer.envs[0], trainer.tokenizer, tr, cfg.sampling()) for tr in read_held_back(held_path)]
     if not held:
         raise SystemExit("no successes could be held back (each needs a task with two distinct successes): raise "
                          "--samples or --pool")
-    report = {"config": args.config, "pool": args.pool, "samples": args.samples, "bank": prov,
-              "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1), "text_pilot": [],
-              "cold_start": []}
+    if state is None:
+        saved.mkdir(exist_ok=True)
+        shutil.copyfile(run / HELD_BACK, saved / HELD_BACK)
+        trainer.bank.snapshot(saved / BANK)
+        report = {"config": args.config, "pool": args.pool, "samples": args.samples, "bank": prov,
+                  "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1),
+                  "text_pilot": [], "cold_start": []}
+        done = 0
+    else:
+        params = dict(algo.policy.named_parameters())
+        with torch.no_grad():
+            for n, t in state["lora"].items():
+                params[n].copy_(t.to(params[n].device, params[n].dtype))
+        algo.load_state_dict(state["algo"])
+        report, done = state["report"], int(state["done"])
+        print(f"resumed at {done} cold-start steps ({saved})", flush=True)
     print(f"bank: {len(trainer.bank)} experiences from {prov['rollouts']} rollouts ({prov['successes']} successes); "
           f"{len(held)} held back", flush=True)
 
     # 2. the text pilot: which rendering and how many experiences give the teacher the most
-    for fmt in args.formats.split(","):
+    for fmt in args.formats.split(",") if not report["text_pilot"] else []:
         for j in map(int, args.top_j.split(",")):
             algo.cfg = dataclasses.replace(cfg, experience_format=fmt, top_j=j)
             exps = trainer.retriever.retrieve([t.task for t in held], k=j)
@@ -113,14 +136,18 @@ def main(argv=None) -> int:
     exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)
     others = diagnostics.other_task_experiences(held, exps)
     data = trainer.cold_start_data()
-    done = 0
+    measured = {int(r["cold_start_steps"]) for r in report["cold_start"]}
     for target in sorted(set(map(int, args.cold_start.split(",")))):
+        if target in measured:
+            continue
         t1 = time.time()
-        if target > done:
-            algo.cfg = dataclasses.replace(cfg, cold_start_steps=target - done)
+        while done < target:  # in chunks, each saved; a chunk's batch order is seeded by where it starts
+            n = min(args.save_every, target - done) if args.save_every > 0 else target - done
+            algo.cfg = dataclasses.replace(cfg, cold_start_steps=n, seed=cfg.seed + done)
             algo.cold_start(data, progress=cfg.progress)
             algo.cfg = cfg
-            done = target
+            done += n
+            save_state(saved, args, algo, report, done)
         recs = diagnostics.teacher_nll(algo, held, exps, others)
         row = {"cold_start_steps": done, **diagnostics.summary(recs)}
         if args.success_samples:
@@ -129,6 +156,7 @@ def main(argv=None) -> int:
                                       for k in ("none", "text", "latent")}
         row["seconds"] = round(time.time() - t1, 1)
         report["cold_start"].append(row)
+        save_state(saved, args, algo, report, done)
         print(f"cold start {done}: latent PIG {row['latent']['pig']:+.3f} [{row['latent']['low']:+.3f}, "
               f"{row['latent']['high']:+.3f}]; zero {row['zero']['pig']:+.3f}, random {row['random']['pig']:+.3f}, "
               f"other {row['other']['pig']:+.3f}; text {row['text']['pig']:+.3f}", flush=True)
@@ -136,6 +164,39 @@ def main(argv=None) -> int:
     trainer.close()
     write(out, report)
     return 0
+
+
+BANK = "bank.sqlite"
+#: the arguments a resumed run must share with the first (what the saved bank and held-back successes came from)
+SAME = ("config", "pool", "samples", "hold_back", "set")
+
+
+def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
+    """The composer after ``done`` cold-start steps (its encoder LoRA lives in the policy, its Q-Former and
+    optimisers in the algorithm's state, as a trainer checkpoint keeps them), atomically."""
+    import torch
+
+    tmp = saved / "state.pt.tmp"
+    lora = {n: p.detach().cpu().clone() for n, p in algo.policy.named_parameters() if "lora_" in n}
+    torch.save({"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
+                "args": {k: getattr(args, k) for k in SAME}}, tmp)
+    tmp.replace(saved / "state.pt")
+
+
+def load_state(saved: Path, args) -> dict | None:
+    """The saved state, or None (nothing saved yet: start afresh); refuses a state of other arguments."""
+    import torch
+
+    path = saved / "state.pt"
+    if not path.exists():
+        print(f"--resume: nothing saved in {saved}; starting afresh", flush=True)
+        return None
+    state = torch.load(path, weights_only=False)
+    differ = {k: (v, getattr(args, k)) for k, v in state["args"].items() if v != getattr(args, k)}
+    if differ:
+        raise SystemExit(f"--resume: the saved state was made with other arguments {differ} (saved, now); "
+                         "rerun with those, or without --resume to start afresh")
+    return state
 
 
 def fmt_gain(g: dict) -> str:

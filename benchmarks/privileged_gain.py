@@ -106,11 +106,7 @@ def main(argv=None) -> int:
                   "text_pilot": [], "cold_start": []}
         done = 0
     else:
-        params = dict(algo.policy.named_parameters())
-        with torch.no_grad():
-            for n, t in state["lora"].items():
-                params[n].copy_(t.to(params[n].device, params[n].dtype))
-        algo.load_state_dict(state["algo"])
+        restore(algo, state)
         report, done = state["report"], int(state["done"])
         print(f"resumed at {done} cold-start steps ({saved})", flush=True)
     print(f"bank: {len(trainer.bank)} experiences from {prov['rollouts']} rollouts ({prov['successes']} successes); "
@@ -181,6 +177,18 @@ def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
     torch.save({"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
                 "args": {k: getattr(args, k) for k in SAME}}, tmp)
     tmp.replace(saved / "state.pt")
+
+
+def restore(algo, state: dict) -> None:
+    """Put the saved composer back: the policy's LoRA weights (the composer's encoder adapter among them), then
+    the algorithm's state (Q-Former, its snapshot, optimisers, beta)."""
+    import torch
+
+    params = dict(algo.policy.named_parameters())
+    with torch.no_grad():
+        for n, t in state["lora"].items():
+            params[n].copy_(t.to(params[n].device, params[n].dtype))
+    algo.load_state_dict(state["algo"])
 
 
 def load_state(saved: Path, args) -> dict | None:

@@ -71,22 +71,56 @@ def test_a_killed_pig_run_resumes_to_the_numbers_of_an_unbroken_one(script, tmp_
         return {k: v for k, v in report["bank"].items() if k != "time"}
     assert resumed["held_back"] == whole["held_back"] and bank(resumed) == bank(whole)
     assert resumed["text_pilot"] == whole["text_pilot"]  # measured once, kept
-    # the composer where an unbroken run has it: encoder LoRA, Q-Former, optimiser moments (a missed one is off
-    # by ~lr = 1e-4 after two Adam steps; float rounding of the teacher's cached prefixes, whose history differs
-    # after a restart, by ~1e-10)
+    # the composer where an unbroken run has it: encoder LoRA, Q-Former, optimiser moments. A tensor left out
+    # of the state is off by ~lr = 1e-4 per Adam step (each first step moves every weight by lr); float rounding
+    # (the teacher's cached prefixes have another history after a restart) was measured at <= 1.6e-6; the exact round trip is the next test's
     a, b = (torch.load(d / "state" / "state.pt", weights_only=False) for d in (tmp_path / "whole", part))
     assert a["done"] == b["done"] == 4
     assert a["lora"].keys() == b["lora"].keys() and a["algo"]["qformer"].keys() == b["algo"]["qformer"].keys()
     for name in a["lora"]:
-        torch.testing.assert_close(b["lora"][name], a["lora"][name], atol=1e-7, rtol=0)
+        torch.testing.assert_close(b["lora"][name], a["lora"][name], atol=1e-5, rtol=0)
     for name in a["algo"]["qformer"]:
-        torch.testing.assert_close(b["algo"]["qformer"][name], a["algo"]["qformer"][name], atol=1e-7, rtol=0)
+        torch.testing.assert_close(b["algo"]["qformer"][name], a["algo"]["qformer"][name], atol=1e-5, rtol=0)
     moments = [(x["exp_avg"], y["exp_avg"]) for x, y in zip(a["algo"]["composer_opt"]["state"].values(),
                                                              b["algo"]["composer_opt"]["state"].values())]
-    assert moments and all(torch.allclose(x, y, atol=1e-7, rtol=0) for x, y in moments)
+    assert moments and all(torch.allclose(x, y, atol=1e-5, rtol=0) for x, y in moments)
     assert [r[0] for r in latent(resumed)] == [0, 2, 4]
     assert [x for r in latent(resumed) for x in r[1:]] == pytest.approx([x for r in latent(whole) for x in r[1:]],
                                                                         rel=1e-3)
+
+
+def test_the_saved_state_restores_the_composer_exactly(script, tmp_path):
+    """save_state then restore into a composer moved elsewhere: every LoRA weight, the Q-Former and the
+    optimiser's moments come back bit for bit."""
+    import argparse
+
+    from lopd_train.cli import load_config_file
+    from lopd_train.trainer import TrainConfig, Trainer
+
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(CONFIG)
+    values = {**load_config_file(str(cfg)), "algo": "lopd", "output_dir": str(tmp_path / "run"), "export": False,
+              "tensorboard": False, "eval_every_rollouts": 0}
+    trainer = Trainer(TrainConfig(**values))
+    algo = trainer.algo
+    args = argparse.Namespace(config=str(cfg), pool=4, samples=6, hold_back=2, set=[])
+    trainer.build_bank()
+    algo.cold_start(trainer.cold_start_data())
+    (tmp_path / "state").mkdir()
+    script.save_state(tmp_path / "state", args, algo, {"cold_start": []}, 2)
+    before = {n: p.detach().clone() for n, p in algo.policy.named_parameters() if "lora_" in n}
+    before_q = {n: p.detach().clone() for n, p in algo.composer.qformer.state_dict().items()}
+    with torch.no_grad():
+        for n, p in algo.policy.named_parameters():
+            if "lora_" in n:
+                p.add_(1.0)
+        for p in algo.composer.qformer.parameters():
+            p.add_(1.0)
+    script.restore(algo, script.load_state(tmp_path / "state", args))
+    after = {n: p for n, p in algo.policy.named_parameters() if "lora_" in n}
+    assert before and all(torch.equal(before[n], after[n]) for n in before)
+    assert all(torch.equal(before_q[n], p) for n, p in algo.composer.qformer.state_dict().items())
+    trainer.close()
 
 
 def test_resume_refuses_a_state_of_other_arguments(script, tmp_path):

@@ -60,7 +60,8 @@ from lopd_envs.suites.bfcl.gold import (  # noqa: E402
     as_structured, as_text, multi_turn_gold_actions, single_turn_gold_calls)
 from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer  # noqa: E402
 from lopd_envs.suites.bfcl.single_turn import score_single_turn  # noqa: E402
-from lopd_envs.tools import ToolCall, parse_action  # noqa: E402
+from lopd_envs.actions import ToolCall  # noqa: E402
+from lopd_envs.tools import parse_action  # noqa: E402
 
 gym.register_envs(lopd_envs)
 

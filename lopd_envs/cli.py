@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from tqdm import tqdm
 
@@ -105,21 +105,35 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--data-dir", default=None)
     from lopd_envs.sandbox import docker_image
     docker_image.add_commands(sub)
-    bank = sub.add_parser("bank", help="experience banks for lopd-train (needs the trainer installed)")
-    bank.add_subparsers(dest="verb", required=True).add_parser(
-        "build", add_help=False, help="sample the base model on the training tasks into a reference bank "
-                                      "(lopd bank build --help)")
+    for name, entry in plugin_commands().items():  # each takes the rest of the command line itself
+        sub.add_parser(name, add_help=False, help=f"{PLUGIN_HELP.get(name, 'a command')} ({entry.value}; "
+                                                  f"lopd {name} --help)")
     return parser
+
+
+#: entry-point group through which other packages add ``lopd`` commands (``lopd bank build`` comes from the
+#: trainer), so this package, installable alone, never imports them
+PLUGIN_GROUP = "lopd.commands"
+PLUGIN_HELP = {"bank": "experience banks for lopd-train: lopd bank build"}
+
+
+def plugin_commands() -> dict[str, Any]:
+    """The ``lopd.commands`` entry points installed here, by command name."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=PLUGIN_GROUP)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["bank", "build"]:  # the trainer's own parser takes the rest (every lopd-train option)
+    plugins = plugin_commands()
+    if argv[:1] and argv[0] in plugins:  # another package's command parses the rest of the line itself
         try:
-            from lopd_train.bank_build import main as bank_build
+            command = plugins[argv[0]].load()
         except ImportError as e:
-            raise SystemExit(f"lopd bank build needs the trainer: pip install 'lopd[train]' ({e})")
-        return bank_build(argv[2:])
+            raise SystemExit(f"lopd {argv[0]} needs {plugins[argv[0]].value.split(':')[0].split('.')[0]}: "
+                             f"pip install 'lopd[train]' ({e})")
+        return command(argv[1:])
     args = build_parser().parse_args(argv)
     if args.group == "envs":
         return envs_list(args.data_dir)

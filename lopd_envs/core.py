@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Sequence
 
 import gymnasium as gym
@@ -24,31 +23,13 @@ from lopd_envs.provenance import Provenance
 from lopd_envs.reset_options import chosen_task
 from lopd_envs.spaces import AgentAction, ChatMessages
 from lopd_envs.tasks import Score, Task
-from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool, parse_action
+from lopd_envs.actions import AssistantTurn, Reaction
+from lopd_envs.tools import ToolNames, openai_tool, parse_action
 from lopd_envs.trace import Trace
 
 log = logging.getLogger(__name__)
 
 SCORING_MODES = ("official", "strict")
-
-
-@dataclass
-class Reaction:
-    """What the env answers to one action: ``observation`` (the new messages), ``done`` (the episode is
-    over), ``results`` (one result per tool call of the action, in order, for the trace; ``None`` when the
-    calls are not answered one by one), ``errors`` (paired with ``results``: True where that call failed;
-    the suite knows, so the core never guesses from the text) and ``error`` (why the action failed)."""
-
-    observation: list[dict[str, Any]]
-    done: bool = False
-    results: list[str] | None = None
-    errors: list[bool] | None = None
-    error: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.results is None) != (self.errors is None) or \
-                (self.results is not None and len(self.results) != len(self.errors)):
-            raise ValueError("Reaction: `errors` must pair with `results`, one flag per result")
 
 
 def error_message(text: str, tool: str | None = None) -> dict[str, Any]:

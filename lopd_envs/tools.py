@@ -11,7 +11,7 @@ accepts all of them and decides afterwards what a call means for scoring:
 A structured assistant message (``{"role": "assistant", "content", "tool_calls"}``) is taken as it is.
 
 Whatever the syntax, a call's arguments are normalised when the action is parsed, by the one rule of
-:func:`lopd_envs.trace.json_value`: plain JSON data (tuples become lists), bounded in depth, size and
+:func:`lopd_envs.jsonvalue.json_value`: plain JSON data (tuples become lists), bounded in depth, size and
 integer width; anything else (bytes, sets, objects, NaN, non-string keys, 10**5000) makes the action a
 parse error, which the env answers with an error observation. So suites, the conversation history and the
 trace only ever see values that survive a JSON round trip, and nothing recursive meets unbounded input.
@@ -23,10 +23,10 @@ import ast
 import json
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from lopd_envs.trace import NotJSON, json_value
+from lopd_envs.actions import AssistantTurn, ToolCall
+from lopd_envs.jsonvalue import NotJSON, json_value
 
 log = logging.getLogger(__name__)
 
@@ -35,33 +35,6 @@ MAX_ACTION_CHARS = 200_000
 
 class ToolCallError(ValueError):
     """The action looked like a tool call but could not be read as one."""
-
-
-@dataclass
-class ToolCall:
-    name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "arguments": self.arguments}
-
-
-@dataclass
-class AssistantTurn:
-    """An agent action after parsing: the raw text, the calls read from it, and why reading failed."""
-
-    text: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    parse_error: str | None = None
-    syntax: str = "text"  # text | hermes | json | python | structured
-
-    @property
-    def message(self) -> dict[str, Any]:
-        """The turn as an OpenAI-style assistant message for the conversation history."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.text}
-        if self.tool_calls:
-            msg["tool_calls"] = [c.to_dict() for c in self.tool_calls]
-        return msg
 
 
 # --------------------------------------------------------------------------- names

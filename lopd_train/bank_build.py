@@ -10,14 +10,12 @@ One success per task that has several may be **held back** (``hold_back``): it n
 privileged-information-gain diagnostic (:mod:`lopd_train.diagnostics`) scores it, so the teacher's gain is
 measured on a trajectory it cannot have been given.
 
-``lopd bank build`` (:func:`main`) runs it from the command line; ``lopd-train`` runs :func:`sample_bank` at
+``lopd bank build`` (:func:`lopd_train.cli.bank_main`) runs it from the command line; ``lopd-train`` runs :func:`sample_bank` at
 the start of a reference-mode run that was not given ``--bank``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -120,68 +118,3 @@ def read_held_back(path: Path) -> list:
     if not Path(path).exists():
         return []
     return [Trace.from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
-# ----------------------------------------------------------------------------------- command line
-
-def parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(
-        prog="lopd bank build",
-        description="Build a reference experience bank: the base model samples --samples times on each training "
-                    "task with the run's sampling (temperature, top-k, top-p), and the bank keeps the successes "
-                    "(failures too with --keep-failures) keyed by the task instruction, with its provenance. Give "
-                    "it to lopd-train with --bank FILE; its rollouts count in the run's budget. Every other option "
-                    "is lopd-train's (--config FILE, --env, --category, --tasks, --model, --temperature, ...; "
-                    "--eval-tasks are left out of the bank).",
-        epilog="example: lopd bank build --out banks/simple.sqlite --samples 4 --config run.toml")
-
-
-def _add_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", required=True, help="the bank file to write (e.g. bank.sqlite)")
-    p.add_argument("--samples", type=int, default=4, help="samples per task (default 4)")
-    p.add_argument("--keep-failures", action="store_true", help="keep failed samples too, flagged")
-    p.add_argument("--hold-back", type=int, default=0, help="successes held back for the PIG diagnostic, written "
-                                                            f"beside the bank as {HELD_BACK} (default 0)")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from concurrent.futures import ThreadPoolExecutor
-
-    from lopd_train import models
-    from lopd_train.cli import config_from_args
-    from lopd_train.experience import ExperienceBank
-    from lopd_train.heldout import disjoint_task_pools
-    from lopd_train.rollout import make_envs, task_ids
-
-    p = parser()
-    _add_options(p)
-    args, rest = p.parse_known_args(argv)
-    if args.samples < 1:
-        p.error("--samples must be at least 1")
-    cfg, _ = config_from_args(list(rest))
-    out = Path(args.out)
-    if out.exists():
-        p.error(f"{out} exists: a bank is built once; choose another --out or remove it")
-    env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
-    if cfg.category:
-        cats = cfg.category.split(",")
-        env_kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
-    tasks = cfg.tasks.split(",") if cfg.tasks else task_ids(envs[0])
-    if cfg.eval_tasks:
-        tasks = disjoint_task_pools(tasks, cfg.eval_tasks.split(","), explicit_train=bool(cfg.tasks))
-    model, tokenizer = models.load_backbone(cfg.model, models.default_device(), cfg.dtype)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    bank = ExperienceBank(out)
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, cfg.env_workers)) as pool:
-            prov = build(model, tokenizer, envs, pool, cfg, bank, tasks, args.samples,
-                         keep_failures=args.keep_failures, seed=cfg.seed, progress=cfg.progress,
-                         hold_back=args.hold_back, held_back_path=out.parent / HELD_BACK)
-    finally:
-        bank.close()
-        for env in envs:
-            env.close()
-    print(f"{out}: {prov['entries']} experiences from {prov['rollouts']} rollouts on {len(tasks)} tasks "
-          f"({prov['successes']} successes, {len(prov['held_back'])} held back)")
-    return 0

@@ -13,9 +13,10 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from lopd_train import config
+from lopd_train.bank_build import HELD_BACK, build
 from lopd_train.trainer import TrainConfig
 
 TRAIN_EPILOG = """\
@@ -153,3 +154,80 @@ def eval_main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(train_main())
+
+
+# ------------------------------------------------------------------------------- lopd bank build
+
+def bank_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="lopd bank build",
+        description="Build a reference experience bank: the base model samples --samples times on each training "
+                    "task with the run's sampling (temperature, top-k, top-p), and the bank keeps the successes "
+                    "(failures too with --keep-failures) keyed by the task instruction, with its provenance. Give "
+                    "it to lopd-train with --bank FILE; its rollouts count in the run's budget. Every other option "
+                    "is lopd-train's (--config FILE, --env, --category, --tasks, --model, --temperature, ...; "
+                    "--eval-tasks are left out of the bank).",
+        epilog="example: lopd bank build --out banks/simple.sqlite --samples 4 --config run.toml")
+
+
+def _add_bank_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, help="the bank file to write (e.g. bank.sqlite)")
+    p.add_argument("--samples", type=int, default=4, help="samples per task (default 4)")
+    p.add_argument("--keep-failures", action="store_true", help="keep failed samples too, flagged")
+    p.add_argument("--hold-back", type=int, default=0, help="successes held back for the PIG diagnostic, written "
+                                                            f"beside the bank as {HELD_BACK} (default 0)")
+
+
+def bank_main(argv: Sequence[str] | None = None) -> int:
+    """``lopd bank build ...`` (the ``lopd`` command finds it through the ``lopd.commands`` entry point: the
+    environments' package never imports the trainer). ``argv`` starts with the verb, ``build``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["build"]:
+        asked = argv[:1] in (["-h"], ["--help"])
+        print("usage: lopd bank build --out FILE [--samples K] [--keep-failures] [--hold-back N] [lopd-train "
+              "options]\n\n  build  sample the base model on the training tasks into a reference experience bank "
+              "(lopd bank build --help)", file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
+    return bank_build_main(argv[1:])
+
+
+def bank_build_main(argv: Sequence[str] | None = None) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lopd_train import models
+    from lopd_train.experience import ExperienceBank
+    from lopd_train.heldout import disjoint_task_pools
+    from lopd_train.rollout import make_envs, task_ids
+
+    p = bank_parser()
+    _add_bank_options(p)
+    args, rest = p.parse_known_args(argv)
+    if args.samples < 1:
+        p.error("--samples must be at least 1")
+    cfg, _ = config_from_args(list(rest))
+    out = Path(args.out)
+    if out.exists():
+        p.error(f"{out} exists: a bank is built once; choose another --out or remove it")
+    env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
+    if cfg.category:
+        cats = cfg.category.split(",")
+        env_kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
+    envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
+    tasks = cfg.tasks.split(",") if cfg.tasks else task_ids(envs[0])
+    if cfg.eval_tasks:
+        tasks = disjoint_task_pools(tasks, cfg.eval_tasks.split(","), explicit_train=bool(cfg.tasks))
+    model, tokenizer = models.load_backbone(cfg.model, models.default_device(), cfg.dtype)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    bank = ExperienceBank(out)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, cfg.env_workers)) as pool:
+            prov = build(model, tokenizer, envs, pool, cfg, bank, tasks, args.samples,
+                         keep_failures=args.keep_failures, seed=cfg.seed, progress=cfg.progress,
+                         hold_back=args.hold_back, held_back_path=out.parent / HELD_BACK)
+    finally:
+        bank.close()
+        for env in envs:
+            env.close()
+    print(f"{out}: {prov['entries']} experiences from {prov['rollouts']} rollouts on {len(tasks)} tasks "
+          f"({prov['successes']} successes, {len(prov['held_back'])} held back)")
+    return 0

@@ -331,7 +331,8 @@ def action_text(action: dict[str, Any], tool_syntax: str = "hermes") -> str:
     """A trace step's action as the assistant would have written it (a tool call in ``tool_syntax``)."""
     if "name" not in action:
         return str(action.get("text", ""))
-    from lopd_envs.tools import ToolCall, render_python_calls
+    from lopd_envs.actions import ToolCall
+    from lopd_envs.tools import render_python_calls
 
     if tool_syntax == "python":
         return render_python_calls([ToolCall(action["name"], dict(action.get("arguments") or {}))])

@@ -7,7 +7,7 @@ import gymnasium as gym
 
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
 from lopd_envs.tasks import select
-from lopd_envs.tools import AssistantTurn
+from lopd_envs.actions import AssistantTurn
 
 TOOLS = [{"name": "note", "description": "Write a note.",
           "parameters": {"type": "dict", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]

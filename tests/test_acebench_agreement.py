@@ -31,7 +31,8 @@ import lopd_envs
 from lopd_envs.suites.acebench.data import NORMAL, load_rows
 from lopd_envs.suites.acebench.executor import Executor
 from lopd_envs.suites.acebench.normal import score_normal
-from lopd_envs.tools import ToolCall, render_python_calls
+from lopd_envs.actions import ToolCall
+from lopd_envs.tools import render_python_calls
 
 OFFICIAL = os.environ.get("ACEBENCH_OFFICIAL_DIR")
 pytestmark = pytest.mark.skipif(not OFFICIAL or not (Path(OFFICIAL) / "eval_main.py").exists(),

@@ -10,7 +10,7 @@ import lopd_envs
 from lopd_envs.suites.acebench.data import NORMAL, load_rows
 from lopd_envs.suites.acebench.decode import DecodeError, decode_answer
 from lopd_envs.suites.acebench.normal import gold_answer, score_normal, standardize
-from lopd_envs.tools import ToolCall
+from lopd_envs.actions import ToolCall
 
 gym.register_envs(lopd_envs)
 

@@ -16,7 +16,7 @@ from lopd_envs.suites.bfcl.convert import java_value, js_value
 from lopd_envs.suites.bfcl.data import NO_ANSWER
 from lopd_envs.suites.bfcl.decode import DecodeError, decode_call_text, decode_python, is_empty_output
 from lopd_envs.suites.bfcl.gold import as_structured, as_text, single_turn_gold_calls
-from lopd_envs.tools import ToolCall
+from lopd_envs.actions import ToolCall
 
 gym.register_envs(lopd_envs)
 pytestmark = pytest.mark.usefixtures("bfcl_data")

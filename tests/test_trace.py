@@ -10,7 +10,8 @@ import pytest
 
 from lopd_envs.core import Reaction
 from lopd_envs.tools import parse_action
-from lopd_envs.trace import (MAX_DEPTH, MAX_INT_BITS, NotJSON, Trace, TraceStep, compact, json_value)
+from lopd_envs.jsonvalue import MAX_DEPTH, MAX_INT_BITS, NotJSON, json_value
+from lopd_envs.trace import Trace, TraceStep, compact
 
 
 def _nest(depth: int) -> object:

@@ -13,7 +13,7 @@ from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
 from lopd_envs.options import check_choice
 from lopd_envs.sandbox import (BACKENDS, ENV_BACKEND, ISOLATING, Sandbox, SandboxUnavailable, get_sandbox,
                                no_isolation_message)
-from lopd_envs.tools import AssistantTurn
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.trace import compact
 
 

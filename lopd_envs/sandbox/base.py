@@ -13,10 +13,7 @@ import functools
 import math
 import os
 import re
-import selectors
 import shutil
-import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -396,3 +393,10 @@ class RunRequest:
     files: Mapping[str, str | bytes] = field(default_factory=dict)
     timeout: float | None = None
     memory_limit: int | None = None
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)

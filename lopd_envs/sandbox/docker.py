@@ -255,7 +255,7 @@ class DockerSandbox(Sandbox):
             raise SandboxUnavailable(problem)
         import docker
 
-        from lopd_envs.sandbox.pool import default_workers
+        from lopd_envs.sandbox.base import default_workers
 
         self.max_containers = max_containers or max(2, 2 * default_workers())
         self.client = docker.from_env(timeout=60, max_pool_size=self.max_containers + 4)

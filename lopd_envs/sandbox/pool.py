@@ -3,24 +3,16 @@ busy: the pool only waits on pipes. Results come back in submission order."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
-from lopd_envs.sandbox.base import RunRequest, RunResult, Sandbox
-
-
-def default_workers() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:
-        return max(1, os.cpu_count() or 1)
+from lopd_envs.sandbox.base import RunRequest, RunResult, Sandbox, default_workers
 
 
 class SandboxPool:
     def __init__(self, sandbox: Sandbox | None = None, workers: int | None = None):
         if sandbox is None:
-            from lopd_envs.sandbox import get_sandbox
+            from lopd_envs.sandbox.select import get_sandbox  # the backends' registry: not at import time
             sandbox = get_sandbox()
         self.sandbox = sandbox
         self.workers = workers or default_workers()

@@ -11,7 +11,8 @@ from lopd_envs.provenance import Provenance
 from lopd_envs.suites.acebench.data import ACEBENCH_COMMIT, LANGUAGES, data_files, load_tasks
 from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
 from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
-from lopd_envs.tools import ToolCall, render_python_calls
+from lopd_envs.actions import ToolCall
+from lopd_envs.tools import render_python_calls
 
 
 class ACEBenchEnv(AgentEnv):

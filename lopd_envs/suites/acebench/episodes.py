@@ -26,7 +26,8 @@ from lopd_envs.suites.acebench.normal import score_normal
 from lopd_envs.suites.acebench.special import score_special
 from lopd_envs.suites.acebench.users import InstructionUser
 from lopd_envs.suites.acebench.verdict import Verdict
-from lopd_envs.tools import AssistantTurn, ToolCall, ToolNames, render_python_calls
+from lopd_envs.actions import AssistantTurn, ToolCall
+from lopd_envs.tools import ToolNames, render_python_calls
 from lopd_envs.trace import compact
 
 FINISH = prompts.FINISH

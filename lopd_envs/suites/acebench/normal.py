@@ -326,7 +326,8 @@ def gold_answer(gold: dict | list[dict], functions: list[dict]) -> str:
     """The first gold alternative written in ACEBench's answer format ``[f(a=1), g(b='x')]``. A gold key
     keeps its name when a function has it (``personalized_learning_2``) and loses the parallel-call
     suffix otherwise (``route_tool_1`` → ``route_tool``)."""
-    from lopd_envs.tools import ToolCall, render_python_calls
+    from lopd_envs.actions import ToolCall
+    from lopd_envs.tools import render_python_calls
 
     alternative = gold[0] if isinstance(gold, list) else gold
     known = {f["name"] for f in functions}

@@ -28,7 +28,8 @@ from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer
 from lopd_envs.suites.bfcl.prompts import (
     additional_functions_message, few_shot_messages, opening_messages, prepare_docs)
 from lopd_envs.suites.bfcl.single_turn import score_single_turn
-from lopd_envs.tools import AssistantTurn, ToolNames, openai_tool
+from lopd_envs.actions import AssistantTurn
+from lopd_envs.tools import ToolNames, openai_tool
 
 MAX_STEPS_PER_TURN = 20  # the harness force-quits once a turn has executed more than this many steps
 _FC_SYNTAXES = ("structured", "hermes", "json")

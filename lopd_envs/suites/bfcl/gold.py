@@ -16,7 +16,8 @@ import json
 from typing import Any
 
 from lopd_envs.suites.bfcl.api import api_class, public_methods
-from lopd_envs.tools import ToolCall, render_python_calls
+from lopd_envs.actions import ToolCall
+from lopd_envs.tools import render_python_calls
 
 # ------------------------------------------------------------------------------ single turn
 

@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from lopd_envs.tools import AssistantTurn, ToolCall
+from lopd_envs.actions import AssistantTurn, ToolCall
 
 PARSE_FAILED = "Error: Failed to parse response to struct response"
 NO_ACTION = "Error: Failed to parse response to action"

@@ -22,7 +22,7 @@ from lopd_envs.suites.envscaler.data import Environment, Scenario
 from lopd_envs.suites.envscaler.isolation import EnvWorker
 from lopd_envs.suites.envscaler.users import make_user, opening_conversation, parse_reply
 from lopd_envs.tasks import Score, Task
-from lopd_envs.tools import AssistantTurn
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.trace import compact
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ depend on what was sampled):
 * ``hf generate``: a second copy of the backbone, never wrapped by peft, ``model.generate`` sampling with the
   same settings, nothing returned but the tokens: what a plain ``transformers`` user runs. The baseline of
   every ratio.
-* ``lopd, LoRA off``: ``lopd_train.rollout.generate`` (what every rollout of the trainer calls: left padding,
+* ``lopd, LoRA off``: ``lopd_train.rollout.engine.generate`` (what every rollout of the trainer calls: left padding,
   shared prefill of duplicate prompts, each step's raw logits kept and turned into the sampler's log-probs) on the
   peft-wrapped policy with a student LoRA (r 16, all linear layers, as the trainer's default), all adapters
   disabled (the frozen teacher's setting).
@@ -229,7 +229,7 @@ def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
     its start cut so that the end (the request's number, the template's turn end and generation prompt)
     stays. They share everything but the last ~10 tokens, as the study's prompts share their system prompt,
     tool listing and demonstrations: lopd's sampler prefills that common part once for the batch
-    (``lopd_train.rollout.prefill``), plain ``generate`` prefills every row in full, and the end-to-end rates
+    (``lopd_train.rollout.engine.prefill``), plain ``generate`` prefills every row in full, and the end-to-end rates
     show it; the decode rates compare the same work. Too short a ``length`` to keep the number is an error,
     not a silent set of duplicates."""
     from lopd_train import models
@@ -249,11 +249,11 @@ def synthetic_prompts(tokenizer: Any, n: int, length: int) -> list[list[int]]:
 
 
 def trainer_sampling() -> dict[str, float]:
-    """The training rollouts' sampling settings, as ``lopd_train.trainer.TrainConfig`` defaults them (the
+    """The training rollouts' sampling settings, as ``lopd_train.config.TrainConfig`` defaults them (the
     authors' temperature 0.7, top-k 20, top-p 0.95): what every rollout of a study pays for."""
     import dataclasses
 
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.config import TrainConfig
 
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     return {k: defaults[k] for k in ("temperature", "top_k", "top_p")}
@@ -338,7 +338,7 @@ def variant_runner(name: str, env: dict[str, Any], new_tokens: int,
     """A function that samples the prompts with variant ``name`` and returns its tokens and any extra
     timings (the merge's)."""
     from lopd_train import models
-    from lopd_train.rollout import SamplingConfig, generate
+    from lopd_train.rollout.engine import SamplingConfig, generate
 
     policy, tok = env["policy"], env["tokenizer"]
     config = SamplingConfig(max_new_tokens=new_tokens, temperature=sampling["temperature"],
@@ -370,7 +370,7 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
     measured if it is stopped)."""
     import torch
 
-    from lopd_train.scoring import decoder
+    from lopd_train.algorithms.scoring import decoder
 
     bodies = {v: env["plain"].get_decoder() if v == BASELINE else decoder(env["policy"]) for v in args.variants}
     prompts = synthetic_prompts(env["tokenizer"], max(args.batches), args.prompt_tokens)

@@ -60,11 +60,12 @@ def main(argv=None) -> int:
 
     import torch
 
-    from lopd_train import diagnostics
-    from lopd_train.bank_build import HELD_BACK, read_held_back
     from lopd_train.cli import load_config_file
-    from lopd_train.rollout import replay_trace
-    from lopd_train.trainer import TrainConfig, Trainer
+    from lopd_train.config import TrainConfig
+    from lopd_train.experience.build import HELD_BACK, read_held_back
+    from lopd_train.latent import diagnostics
+    from lopd_train.rollout.engine import replay_trace
+    from lopd_train.training.trainer import Trainer
 
     if args.threads:
         torch.set_num_threads(args.threads)

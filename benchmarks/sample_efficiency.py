@@ -4,7 +4,7 @@ and its ablations.
 Every run trains one algorithm on the same setting (``examples/study_v2/base.toml``: env, prompt, model, a
 recurring pool of 32 training tasks and 120 held-out tasks fixed before any run) with the same rollout budget,
 bank building and cold start included. The trainer evaluates the student greedily on the held-out tasks and on
-its training pool at rollouts 0, E, 2E, ... (``lopd_train/heldout.py``). Each run is an ordinary ``lopd-train``
+its training pool at rollouts 0, E, 2E, ... (``lopd_train/training/heldout.py``). Each run is an ordinary ``lopd-train``
 run folder under ``runs/<variant>-s<seed>/`` with its config beside it in ``configs/``, so any single run can be
 rerun or continued by hand with the ``lopd-train`` command printed in ``commands.md``.
 
@@ -189,7 +189,7 @@ def milestones(budget: int, every: int) -> list[int]:
 
 def status(run_dir: Path, budget: int) -> str:
     """``done`` (the budget's point is written), ``partial`` (a checkpoint exists) or ``new``."""
-    from lopd_train.heldout import HELDOUT_FILE, read_points
+    from lopd_train.training.heldout import HELDOUT_FILE, read_points
 
     if any(p["milestone"] >= budget for p in read_points(run_dir / HELDOUT_FILE)):
         return "done"
@@ -208,8 +208,9 @@ def command(cfg_path: Path) -> str:
 # ------------------------------------------------------------------------------------------- running
 
 def execute(run: Run, cfg: dict[str, Any]) -> None:
-    """One run in this process (the same :func:`lopd_train.trainer.train` that ``lopd-train`` calls)."""
-    from lopd_train.trainer import TrainConfig, train
+    """One run in this process (the same :func:`lopd_train.training.trainer.train` that ``lopd-train`` calls)."""
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import train
 
     t0 = time.time()
     result = train(TrainConfig(**cfg), resume=True)
@@ -246,7 +247,7 @@ def collect(out: Path, runs: Sequence[Run], budget: int, every: int, filename: s
             per_task: bool = False) -> dict[str, dict[int, dict[int, Any]]]:
     """variant -> milestone -> seed -> mean reward (or, ``per_task``, the point's ``{task: reward}``), for the
     points written so far; ``filename``: heldout.jsonl (default) or train_eval.jsonl (the training pool)."""
-    from lopd_train.heldout import HELDOUT_FILE, read_points
+    from lopd_train.training.heldout import HELDOUT_FILE, read_points
 
     wanted = set(milestones(budget, every))
     data: dict[str, dict[int, dict[int, Any]]] = {}
@@ -333,7 +334,7 @@ DIAGNOSTICS = (("student_kl", "student KL to the teacher (per token)"),
 def diagnostics_plot(out: Path, runs: Sequence[Run], path: Path) -> bool:
     """One panel per training diagnostic (:data:`DIAGNOSTICS`) against rollouts, one line per run that logs
     it (the LOPD family). False when no run has any yet."""
-    from lopd_train.heldout import read_points
+    from lopd_train.training.heldout import read_points
 
     series = {r.name: [x for x in read_points(out / "runs" / r.name / "metrics.jsonl") if x.get("phase") == "train"]
               for r in runs}
@@ -467,7 +468,7 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
 
 
 def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: str) -> dict[str, Any]:
-    from lopd_train.heldout import HELDOUT_FILE, read_points
+    from lopd_train.training.heldout import HELDOUT_FILE, read_points
 
     data = collect(out, runs, budget, every)
     expected = {}
@@ -506,7 +507,7 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
         if ch is not None:
             md.append(f"| {r.name} | {ch['from']} → {ch['to']} | {ch['kept']} | {', '.join(ch['gained']) or '–'} "
                       f"| {', '.join(ch['lost']) or '–'} |")
-    from lopd_train.heldout import TRAIN_EVAL_FILE
+    from lopd_train.training.heldout import TRAIN_EVAL_FILE
 
     ms = milestones(budget, every)
     pool = collect(out, runs, budget, every, filename=TRAIN_EVAL_FILE)

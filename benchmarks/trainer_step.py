@@ -164,8 +164,8 @@ class PeakRSS:
 def synthetic_batch(tokenizer, args, rng):
     from lopd_envs.trace import Trace
     from lopd_train import models
-    from lopd_train.context import attach_transcript
-    from lopd_train.rollout import Trajectory
+    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.engine import Trajectory
 
     def tool(i):
         return {"type": "function", "function": {
@@ -223,8 +223,8 @@ def sample_completions(policy, tokenizer, trajectories, args) -> None:
     import torch
 
     from lopd_train import models
-    from lopd_train.context import attach_transcript
-    from lopd_train.rollout import SamplingConfig, generate
+    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.engine import SamplingConfig, generate
 
     torch.manual_seed(0)
     prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
@@ -245,9 +245,9 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
 
     from lopd_train import models
     from lopd_train.algorithms import ALGORITHMS
-    from lopd_train.experience import ExperienceBank, Retriever
-    from lopd_train.scoring import student_logits
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.algorithms.scoring import student_logits
+    from lopd_train.config import TrainConfig
+    from lopd_train.experience.bank import ExperienceBank, Retriever
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -298,7 +298,7 @@ def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> 
     import torch
 
     from lopd_train import models
-    from lopd_train.rollout import SamplingConfig, generate
+    from lopd_train.rollout.engine import SamplingConfig, generate
 
     policy.eval()
     prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
@@ -438,7 +438,7 @@ def steady_state(algo, trajectories) -> None:
     bank, and a later one would summarise nothing; in a run each step summarises that step's new successes.
     So before each timed Skill-SD update the batch's own successes are marked as not yet summarised
     (``attempted``, its public record of what it summarised), and the update summarises them again."""
-    from lopd_train.experience import trace_key
+    from lopd_train.experience.bank import trace_key
 
     attempted = getattr(algo, "attempted", None)
     if isinstance(attempted, set):
@@ -492,9 +492,9 @@ def held_back_student_kl(algo, trajectories) -> float:
     ``trajectories``, without a step: the same sections as ``LOPD.update`` steps 1-4."""
     import torch
 
-    from lopd_train import losses
+    from lopd_train.algorithms import losses
     from lopd_train.algorithms.base import Batch
-    from lopd_train.scoring import score_group
+    from lopd_train.algorithms.scoring import score_group
 
     members_of = Batch(trajectories).groups_of()
     total, n_tokens = 0.0, 0
@@ -663,7 +663,7 @@ def explain_worker(args) -> dict:
     import torch
 
     from lopd_train.algorithms.base import Batch
-    from lopd_train.scoring import score_group
+    from lopd_train.algorithms.scoring import score_group
 
     _, trajectories, objs, tmp, (policy, _, _) = setup(args, ["grpo", "lopd"])
     lopd = objs["lopd"]

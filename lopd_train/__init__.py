@@ -18,7 +18,7 @@ from importlib import import_module
 from typing import Any
 
 #: public name -> the module that defines it
-_EXPORTS = {"TrainConfig": "lopd_train.trainer", "train": "lopd_train.trainer",
+_EXPORTS = {"TrainConfig": "lopd_train.config", "train": "lopd_train.training.trainer",
             "EvalConfig": "lopd_train.evaluation", "run_eval": "lopd_train.evaluation",
             "ALGORITHMS": "lopd_train.algorithms"}
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_train import config
-from lopd_train.bank_build import HELD_BACK, build
-from lopd_train.trainer import TrainConfig
+from lopd_train.config import TrainConfig
+from lopd_train.experience.build import HELD_BACK, build
 
 TRAIN_EPILOG = """\
 examples:
@@ -91,7 +91,7 @@ def train_main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from lopd_train.algorithms.lopd import ColdStartError
-    from lopd_train.trainer import train
+    from lopd_train.training.trainer import train
 
     try:
         result = train(cfg, resume=args.resume)
@@ -195,9 +195,9 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from lopd_train import models
-    from lopd_train.experience import ExperienceBank
-    from lopd_train.heldout import disjoint_task_pools
-    from lopd_train.rollout import make_envs, task_ids
+    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.rollout.engine import make_envs, task_ids
+    from lopd_train.training.heldout import disjoint_task_pools
 
     p = bank_parser()
     _add_bank_options(p)

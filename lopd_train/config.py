@@ -6,14 +6,18 @@ Why one tree: the two commands used to read settings differently (comma strings 
 crashed one, a string silently became a set of characters in the other; a misspelt algorithm failed only after
 the model had loaded). Now:
 
-* every setting is a field of a section below, with its help text; ``TrainConfig`` (``lopd_train/trainer.py``) is
-  the union of the training sections, ``EvalConfig`` (``lopd_train/evaluation``) of the evaluation ones;
+* every setting is a field of a section below, with its help text; ``TrainConfig`` (here) is the union of the
+  training sections, ``EvalConfig`` (``lopd_train/evaluation``) of the evaluation ones;
 * lists are written the same way everywhere: several values after the flag (``--tasks simple_0 simple_1``) or a
   TOML array (``tasks = ["simple_0", "simple_1"]``); a comma-separated string is still read, so older configs
   parse unchanged;
 * choices (``Literal`` fields) are checked when the config is built, from flags, a file or Python, before any
   model or data is loaded, and a bad value names the accepted ones;
 * precedence: a resumed run's saved ``config.json``, then ``--config FILE``, then the flags.
+
+The module is long because it is the one place every setting is written down: each of the ~130 knobs of both
+commands is a field here with its default and help text (split into sections, not into files, so that a reader
+finds any option and its neighbours in one place), followed by the small machinery that parses and checks them.
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from lopd_envs.options import check_choice
+from lopd_train.training import tracking
+
+if TYPE_CHECKING:
+    from lopd_train.rollout.engine import SamplingConfig
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # lopd_train.models.DEFAULT_MODEL (not imported: it pulls in torch)
 ALGORITHM_NAMES = ("lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla")  # lopd_train.algorithms.ALGORITHMS
@@ -182,7 +190,8 @@ class LopdSection:
                                 "mostly failed rollouts a growing beta lets the composer widen delta by making the "
                                 "teacher rate the student's own tokens lower (study v1's lopd-m0.1-s0)")
     pig_every: int = knob(0, "every N steps, log the privileged-information gain (teacher NLL without and with its "
-                             "context on held-back successful trajectories; lopd_train/diagnostics.py); 0: never")
+                             "context on held-back successful trajectories; lopd_train/latent/diagnostics.py); "
+                             "0: never")
     pig_trajectories: int = knob(8, "held-back successful trajectories for the PIG metric (never in the bank)")
 
 
@@ -217,7 +226,7 @@ class GrpoSection:
 
 @dataclass
 class HeldoutSection:
-    """Greedy evaluation on tasks never trained on, at fixed rollout counts (lopd_train/heldout.py)."""
+    """Greedy evaluation on tasks never trained on, at fixed rollout counts (lopd_train/training/heldout.py)."""
 
     _argument_group_name = 'held-out evaluation'
 
@@ -254,7 +263,7 @@ class LoggingSection:
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")
     report_to: str = listed("tensorboard", "trackers of every metric and of the rollout tables: none, tensorboard, "
-                                           "trackio, wandb, several at once (lopd_train/tracking.py)")
+                                           "trackio, wandb, several at once (lopd_train/training/tracking.py)")
     push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
                                          "Face hub model repository at the end (lopd-export does it later)")
     rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
@@ -283,6 +292,36 @@ TRAIN_SECTIONS = (EnvSection, ModelSection, AlgorithmSection, SamplingSection, L
                   GrpoSection, HeldoutSection, LoggingSection, DistributedSection)
 #: training settings holding a JSON object as text (a TOML table is written as one)
 JSON_TEXT = ("env_kwargs", "eval_env_kwargs")
+
+
+@dataclass
+class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSection, BaselinesSection, LopdSection,
+                  SamplingSection, AlgorithmSection, ModelSection, EnvSection):
+    """Every setting of a training run: the union of the sections above (where each field, its default and help
+    text live), checked when it is built."""
+
+    def sampling(self, records_top_m: bool = False) -> SamplingConfig:
+        from lopd_train.rollout.engine import SamplingConfig
+
+        return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                              top_k=self.top_k, top_p=self.top_p,
+                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
+                              tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def __post_init__(self) -> None:
+        normalise(self, json_text=JSON_TEXT)
+        check_values(self)  # choices and types, from flags, a file or Python alike
+        tracking.parse_report_to(self.report_to)
+        if self.push_to_hub and not self.export:
+            raise ValueError("--push-to-hub uploads the exported student: it needs --export")
+        if self.freeze_composer and self.cold_start_steps <= 0:
+            raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
+                             "the composer would stay at its random initialisation")
+        if self.bank_samples < 1:
+            raise ValueError("--bank-samples must be at least 1")
 
 
 # ------------------------------------------------------------------------------------------ lopd-eval

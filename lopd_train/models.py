@@ -13,6 +13,10 @@ A model spec is one of
 The policy is the backbone with LoRA adapters from peft: ``student`` (trained and deployed) and, for
 LOPD, ``composer`` (the composer's encoder). Both share the one copy of the base weights; with all
 adapters disabled the backbone is the frozen teacher.
+
+The module is a little over 400 lines because it is the one place that touches transformers and peft
+directly (loading, adapters, export, the hub, chat rendering): short functions that every other part of the
+trainer and the evaluator calls, kept together so that a change of either library is made here only.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ import torch
 from lopd_train import models
 from lopd_train.algorithms import ALGORITHMS
 from lopd_train.algorithms import opsd, sdft, sdpo, skill_sd
-from lopd_train.context import trace_text
-from lopd_train.experience import trace_key
+from lopd_train.experience.bank import trace_key
+from lopd_train.latent.context import trace_text
 
 
 @functools.lru_cache(maxsize=1)
@@ -27,7 +27,7 @@ def coin_rollouts():
     """Six coin-flip rollouts of two tasks (``heads_0`` x3, ``tails_1`` x3) by the tiny random student, and
     the env they came from; sampled once per process (tests copy them)."""
     import lopd_train.testing  # noqa: F401
-    from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
+    from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 
     torch.manual_seed(0)
     base, tok = models.tiny_model()
@@ -41,7 +41,7 @@ def coin_rollouts():
 
 @functools.lru_cache(maxsize=1)
 def embedder():
-    from lopd_train.experience import Embedder
+    from lopd_train.experience.bank import Embedder
 
     return Embedder()
 
@@ -52,8 +52,8 @@ def algo_setup(tmp_path, algo: str, successes=(True, False, False, False, True, 
     successes and three experiences of other tasks, and the algorithm object (``kw`` override
     ``TrainConfig`` fields)."""
     from lopd_envs.trace import Trace
-    from lopd_train.experience import ExperienceBank, Retriever
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.config import TrainConfig
+    from lopd_train.experience.bank import ExperienceBank, Retriever
 
     torch.manual_seed(0)
     base, tok = models.tiny_model()
@@ -218,7 +218,7 @@ def test_sdft_teacher_sees_the_nearest_demonstration_never_the_groups_own(tmp_pa
         demo = algo.demonstration(members)
         assert demo is not None and demo.id not in {algo.bank.get_by_key(trace_key(t.trace)).id
                                                      for t in members if t.success}
-        from lopd_train.context import experience_text
+        from lopd_train.latent.context import experience_text
 
         text = experience_text(demo, cfg.experience_format)
         for t, ids in zip(members, ids_of):
@@ -264,7 +264,7 @@ def test_skill_summaries_are_the_models_greedy_decode_of_the_summary_prompt(tmp_
 
 
 def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tmp_path):
-    from lopd_train.experience import ExperienceBank
+    from lopd_train.experience.bank import ExperienceBank
 
     _, tok, cfg, trajs, algo = algo_setup(tmp_path, "skill_sd", top_j=10)
     # stand-in summaries (a tiny random model's are noise): one skill per experience, naming its source
@@ -294,7 +294,7 @@ def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tm
 
 def test_trace_text_matches_the_banked_rendering(tmp_path):
     _, _, cfg, trajs, algo = algo_setup(tmp_path, "sdpo")
-    from lopd_train.context import attach_transcript, experience_text
+    from lopd_train.latent.context import attach_transcript, experience_text
 
     t = trajs[0]
     attach_transcript(t.trace, "FULL TRANSCRIPT")

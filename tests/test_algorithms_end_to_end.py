@@ -10,7 +10,7 @@ import math
 import pytest
 
 from lopd_train.algorithms import ALGORITHMS
-from lopd_train.trainer import train
+from lopd_train.training.trainer import train
 from tests.test_train_trainer import rows, tiny_cfg
 
 COIN = dict(env="lopd-test/Coin-v0", category="all", export=False, tensorboard=False, skill_tokens=6,
@@ -28,7 +28,7 @@ def test_every_baseline_trains_through_the_same_loop_and_resumes(tmp_path, algo)
     import torch
 
     import lopd_train.testing  # noqa: F401
-    from lopd_train.experience import ExperienceBank
+    from lopd_train.experience.bank import ExperienceBank
 
     cfg = {**COIN, **FLAGS.get(algo, {})}
     if algo in RESUMED:

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from lopd_train import losses
+from lopd_train.algorithms import losses
 from tests.test_algorithms_context import algo_setup
 
 
@@ -106,7 +106,7 @@ def test_ema_teacher_starts_as_the_student_and_follows_the_ema_rule(tmp_path):
 
 
 def test_ema_teacher_scores_with_the_ema_weights_not_the_base_model(tmp_path):
-    from lopd_train.scoring import score_group
+    from lopd_train.algorithms.scoring import score_group
 
     policy, _, cfg, trajs, algo = algo_setup(tmp_path, "opsd", teacher="ema", ema_decay=0.0, lr=3e-2)
     algo.update(trajs)  # decay 0: the EMA teacher is now exactly the updated student

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from lopd_train import cli, config
+from lopd_train.config import TrainConfig
 from lopd_train.evaluation import EvalConfig
-from lopd_train.trainer import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = sorted([*REPO.glob("examples/**/*.toml"), *REPO.glob("benchmarks/results/sample_efficiency/configs/*.toml")])

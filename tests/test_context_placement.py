@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from lopd_train import context, models
+from lopd_train import models
+from lopd_train.latent import context
 
 
 def few_shot_opening():
@@ -86,8 +87,8 @@ def test_every_teacher_view_puts_its_context_in_the_task_turn(tmp_path, algo):
     """Through ``Algorithm.context_view``, the method LOPD and every text baseline build the teacher's input
     with, on a real few-shot rollout prompt."""
     from lopd_train.algorithms import ALGORITHMS
-    from lopd_train.rollout import Trajectory
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.config import TrainConfig
+    from lopd_train.rollout.engine import Trajectory
 
     base, tok = models.tiny_model()
     policy = models.wrap_lora(base, {"student": models.lora_config(4, 8)})

@@ -3,11 +3,11 @@ same student and composer weights and the same β, the one experience bank holds
 once, and ``--resume`` under two processes continues exactly like an uninterrupted two-process run.
 
 The launches run this file as their script: :func:`rank_main` trains through ``lopd-train``'s own parser
-and :class:`~lopd_train.trainer.Trainer`, and each rank then writes what it holds (weights, β, the
+and :class:`~lopd_train.training.trainer.Trainer`, and each rank then writes what it holds (weights, β, the
 successes it sampled) to ``rank-<r>.pt``, which the tests compare.
 
 On CPUs accelerate starts several processes only through its torchrun launcher (``--multi_gpu``; plain
-``--cpu --num_processes N`` starts one process unless MPI is installed), and ``lopd_train.distributed`` then
+``--cpu --num_processes N`` starts one process unless MPI is installed), and ``lopd_train.training.distributed`` then
 picks gloo because no GPU is there; see examples/accelerate/README.md.
 """
 
@@ -101,7 +101,7 @@ def test_lopd_two_ranks_agree_and_share_one_bank(lopd_straight):
     assert r0["tasks"] != r1["tasks"]  # each rank sampled its own tasks and rollouts
     state = json.loads((lopd_straight / "checkpoints/step-000003/state.json").read_text())
     assert state["rollouts"] == 2 * 4 * 4  # two ranks x (the cold-start batch + 3 steps) x 4 rollouts
-    from lopd_train.experience import ExperienceBank
+    from lopd_train.experience.bank import ExperienceBank
 
     bank = [e.key for e in ExperienceBank(lopd_straight / "bank.sqlite").all()]
     sampled = set(r0["successes"]) | set(r1["successes"])
@@ -136,8 +136,8 @@ def test_grpo_two_ranks_agree(tmp_path):
 def rank_main(argv: list[str]) -> int:
     """Train as ``lopd-train`` would, then write this rank's weights, β and sampled successes."""
     from lopd_train.cli import config_from_args
-    from lopd_train.experience import trace_key
-    from lopd_train.trainer import Trainer
+    from lopd_train.experience.bank import trace_key
+    from lopd_train.training.trainer import Trainer
 
     stub_skills = "--stub-skills" in argv  # Skill-SD: summaries that name the rank that wrote them (see below)
     cfg, args = config_from_args([a for a in argv if a != "--stub-skills"])

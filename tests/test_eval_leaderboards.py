@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lopd_train import leaderboards as lb
+from lopd_train.evaluation import leaderboards as lb
 
 
 def rec(task_id, category, success, sample=0, reward=None, score=None, meta=None, order=0):

@@ -94,7 +94,8 @@ def test_the_dtype_rule():
 def test_lopd_train_exports_with_its_card_and_push_to_hub_reaches_the_hub_call(tmp_path, monkeypatch, bfcl_data):
     """The trainer's own export at the end of a run goes through lopd-export (dtype, card), and --push-to-hub
     is called on the exported folder (the hub call stubbed here; the test above runs it to the offline error)."""
-    from lopd_train.trainer import TrainConfig, train
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import train
 
     pushed = []
     monkeypatch.setattr(models, "push_to_hub", lambda folder, repo, **k: pushed.append((folder, repo)) or "url")

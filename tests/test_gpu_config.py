@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from lopd_train.cli import load_config_file
-from lopd_train.trainer import TrainConfig, train
+from lopd_train.config import TrainConfig
+from lopd_train.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "examples" / "study_v2" / "qwen3_4b_envscaler_lopd.toml"

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
-from lopd_train.heldout import disjoint_task_pools, milestones_due, read_points, summarise
-from lopd_train.trainer import TrainConfig, Trainer, train
+from lopd_train.config import TrainConfig
+from lopd_train.training.heldout import disjoint_task_pools, milestones_due, read_points, summarise
+from lopd_train.training.trainer import Trainer, train
 
 HELD = "heads_3,tails_3"
 

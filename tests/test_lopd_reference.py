@@ -11,8 +11,10 @@ import math
 import pytest
 import torch
 
-from lopd_train import context, losses, models
-from lopd_train.scoring import score_group, teacher_logits
+from lopd_train import models
+from lopd_train.algorithms import losses
+from lopd_train.algorithms.scoring import score_group, teacher_logits
+from lopd_train.latent import context
 from tests.test_train_composer import lopd_setup
 
 
@@ -296,8 +298,8 @@ def test_anchor_grows_once_the_composer_moves_away_from_the_snapshot(tmp_path):
 # --------------------------------------------------------------------------------- sampler and trainer
 
 def test_sampler_log_probs_ignore_the_model_generation_config():
-    from lopd_train.rollout import SamplingConfig, generate
-    from lopd_train.scoring import student_logits
+    from lopd_train.algorithms.scoring import student_logits
+    from lopd_train.rollout.engine import SamplingConfig, generate
 
     model, tok = models.tiny_model()
     tok.padding_side = "left"
@@ -322,7 +324,8 @@ def test_the_trainer_asks_algorithms_for_capabilities_not_names():
 
     from lopd_train.algorithms import ALGORITHMS
 
-    src = Path(__file__).resolve().parents[1].joinpath("lopd_train", "trainer.py").read_text()
+    training = Path(__file__).resolve().parents[1] / "lopd_train" / "training"
+    src = (training / "trainer.py").read_text() + (training / "checkpoints.py").read_text()
     assert 'algo == "' not in src and "getattr(self.algo, \"beta\"" not in src
     assert ALGORITHMS["lopd"].has_cold_start and not ALGORITHMS["grpo"].has_cold_start
     assert set(ALGORITHMS["lopd"].extra_adapters) == {"composer", "anchor"} and not ALGORITHMS["sdpo"].extra_adapters

@@ -1,4 +1,4 @@
-"""The privileged-information-gain diagnostic (lopd_train/diagnostics.py) on a constructed case: a task whose
+"""The privileged-information-gain diagnostic (lopd_train/latent/diagnostics.py) on a constructed case: a task whose
 answer is an arbitrary code no model can guess, and a retrieved experience that holds it. The text context
 must make the answer much more likely (PIG clearly positive, on every token and on the decisive ones); zero
 latents carry no information (PIG near 0, far below the text's); the bootstrap interval brackets the
@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from lopd_envs.trace import Trace
-from lopd_train import diagnostics, models
-from lopd_train.experience import Experience
-from lopd_train.rollout import Trajectory
+from lopd_train import models
+from lopd_train.experience.bank import Experience
+from lopd_train.latent import diagnostics
+from lopd_train.rollout.engine import Trajectory
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def constructed(tok, k: int):
 
 def test_pig_is_positive_for_a_context_holding_the_answer_and_near_zero_for_zero_latents():
     from lopd_train.algorithms.lopd import LOPD
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.config import TrainConfig
 
     torch.manual_seed(0)
     backbone, tok = models.load_backbone(models.DEFAULT_MODEL, torch.device("cpu"), "float32")

@@ -95,7 +95,8 @@ def test_the_saved_state_restores_the_composer_exactly(script, tmp_path):
     import argparse
 
     from lopd_train.cli import load_config_file
-    from lopd_train.trainer import TrainConfig, Trainer
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import Trainer
 
     cfg = tmp_path / "toy.toml"
     cfg.write_text(CONFIG)

@@ -11,8 +11,9 @@ import pytest
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace
-from lopd_train.experience import ExperienceBank, Retriever
-from lopd_train.trainer import TrainConfig, train
+from lopd_train.config import TrainConfig
+from lopd_train.experience.bank import ExperienceBank, Retriever
+from lopd_train.training.trainer import train
 
 
 def rows(out: Path) -> list[dict]:
@@ -27,14 +28,14 @@ def trace(task_id: str, task: str, text: str, ok: bool = True) -> Trace:
 
 @pytest.fixture(scope="module")
 def embedder():
-    from lopd_train.experience import Embedder
+    from lopd_train.experience.bank import Embedder
 
     return Embedder()
 
 
 def test_instruction_keyed_retrieval_returns_the_same_task_first_but_never_the_scored_trajectory(tmp_path, embedder):
     from lopd_train.algorithms.lopd import LOPD
-    from lopd_train.rollout import Trajectory
+    from lopd_train.rollout.engine import Trajectory
 
     bank = ExperienceBank(tmp_path / "bank.sqlite")
     task = "Find the area of a triangle with base 10 and height 5."
@@ -122,7 +123,7 @@ def test_a_reference_run_builds_its_bank_first_counts_its_rollouts_and_cold_star
 def test_held_back_successes_are_one_per_task_that_has_another_and_never_enter_the_bank(tmp_path):
     from types import SimpleNamespace
 
-    from lopd_train.bank_build import held_back
+    from lopd_train.experience.build import held_back
 
     def rollout(task_id, text, ok):
         return SimpleNamespace(task_id=task_id, success=ok, trace=trace(task_id, "x", text, ok))
@@ -158,7 +159,7 @@ def test_points_reached_without_a_student_update_repeat_the_last_one_and_trainin
     """Bank building spends rollouts but never touches the student: the milestone it crosses repeats the
     untrained student's point instead of evaluating the same weights again. ``--eval-training-tasks`` scores
     the training pool beside the held-out tasks, in its own file."""
-    from lopd_train.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE, read_points
+    from lopd_train.training.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE, read_points
 
     out = tmp_path / "run"
     train(tiny(out, tasks="heads_0,tails_0", eval_tasks="heads_3,tails_3", eval_every_rollouts=4,

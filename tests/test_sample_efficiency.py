@@ -102,7 +102,7 @@ def test_run_summary_counts_training_steps_updates_and_success(tmp_path):
     assert se.run_summary([])["train_success"] is None
     path = tmp_path / "metrics.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"phase": "tra')  # killed mid-write
-    from lopd_train.heldout import read_points  # the report reads metrics.jsonl with it
+    from lopd_train.training.heldout import read_points  # the report reads metrics.jsonl with it
 
     assert read_points(path) == rows
 

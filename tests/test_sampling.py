@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from lopd_train import models
-from lopd_train.rollout import SamplingConfig, generate
-from lopd_train.trainer import TrainConfig
+from lopd_train.config import TrainConfig
+from lopd_train.rollout.engine import SamplingConfig, generate
 
 
 def test_the_default_training_sampling_is_the_references():

@@ -1,6 +1,6 @@
 """The shared-prompt scorer gives a teacher with latent context the same logits *and the same gradient on the
 latents* as scoring each sequence alone, although it runs the prompt before the first latent without a graph
-(``lopd_train.scoring._prefix_states``). In float64, so that "the same" means far below fp32 noise."""
+(``lopd_train.algorithms.scoring._prefix_states``). In float64, so that "the same" means far below fp32 noise."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.scoring import score_group, teacher_logits
+from lopd_train.algorithms.scoring import score_group, teacher_logits
 
 
 @pytest.fixture()
@@ -56,7 +56,7 @@ def test_teacher_latent_gradient_with_a_shared_prompt_equals_scoring_each_sequen
 def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_result(group):
     """``FROZEN_PREFIXES``: the teacher's prompt up to the first latent, computed once per run (exact), with
     the same logits and latent gradient on a hit as on the miss; a trainable backbone is never cached."""
-    from lopd_train.scoring import FROZEN_PREFIXES
+    from lopd_train.algorithms.scoring import FROZEN_PREFIXES
 
     peft_model, seqs, masks = group
     d = peft_model.get_base_model().config.hidden_size
@@ -97,7 +97,7 @@ def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_
 def test_several_groups_share_one_pass_only_when_that_runs_fewer_tokens(group, monkeypatch):
     """``score_groups``: tasks whose prompts differ early (BFCL lists each task's tools in its system prompt) are
     scored a group at a time, tasks behind one long shared prompt in one pass; the logits are the same."""
-    import lopd_train.scoring as scoring
+    import lopd_train.algorithms.scoring as scoring
 
     peft_model, seqs, masks = group
     calls = []

@@ -9,7 +9,7 @@ import pytest
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import cli
-from lopd_train.trainer import TrainConfig
+from lopd_train.config import TrainConfig
 
 
 def test_help_explains_every_knob(capsys):

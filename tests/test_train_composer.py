@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.composer import Composer
-from lopd_train.scoring import student_logits, teacher_logits
+from lopd_train.algorithms.scoring import student_logits, teacher_logits
+from lopd_train.latent.composer import Composer
 
 
 @pytest.fixture()
@@ -97,7 +97,7 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
 
 @pytest.mark.parametrize("with_latents", [False, True])
 def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy, with_latents):
-    from lopd_train.scoring import score_group
+    from lopd_train.algorithms.scoring import score_group
 
     peft_model, _, _ = policy
     with torch.no_grad():
@@ -124,9 +124,9 @@ def lopd_setup(tmp_path, **kw):
     import lopd_train.testing  # noqa: F401
     from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
-    from lopd_train.experience import ExperienceBank, Retriever
-    from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
-    from lopd_train.trainer import TrainConfig
+    from lopd_train.config import TrainConfig
+    from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 
     torch.manual_seed(0)
     base, tok = models.tiny_model()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from lopd_train import losses
+from lopd_train.algorithms import losses
 
 
 def brute_reverse_kl(student_logits, teacher_logits, m, support="teacher"):

@@ -8,8 +8,8 @@ import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
-from lopd_train.scoring import student_logits
-from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
+from lopd_train.algorithms.scoring import student_logits
+from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_a_groups_shared_prompt_is_prefilled_once_and_changes_nothing(tiny, monk
 def generate_like_plain(model, tok, prompts, monkeypatch):
     """Generate ``prompts`` greedy and sampled (same seed) with the shared prefill and with a plain one, assert
     the completions and log-probs agree, and yield the shapes of the inputs the model saw with the shared one."""
-    from lopd_train import rollout
+    from lopd_train.rollout import engine as rollout
 
     rows_seen: list[tuple[int, ...]] = []
 
@@ -163,14 +163,14 @@ def generate_like_plain(model, tok, prompts, monkeypatch):
 
 def plain_prefill(model, prompts, pad, device):
     """Plain left padding and no cache: ``generate`` prefills every row itself."""
-    from lopd_train.rollout import layout
+    from lopd_train.rollout.engine import layout
 
     ids, attn = layout(prompts, pad, 0)
     return ids.to(device), attn.to(device), None
 
 
 def test_prefill_shares_nothing_when_every_prompt_is_distinct_and_short_in_common(tiny):
-    from lopd_train.rollout import prefill
+    from lopd_train.rollout.engine import prefill
 
     model, tok = tiny
     ids, attn, cache = prefill(model, [[5, 6, 7], [5, 6, 8]], tok.pad_token_id, torch.device("cpu"))
@@ -183,7 +183,7 @@ def test_a_long_common_prefix_is_prefilled_once_and_changes_nothing(tiny, monkey
     """Prompts that share a long head (the study's system prompt and few-shot demonstrations) but end
     differently, some of them duplicated: the head runs once for one row, each distinct remainder once, and
     the completions and log-probs equal a plain ``generate``'s, greedy and sampled with the same seed."""
-    from lopd_train import rollout
+    from lopd_train.rollout import engine as rollout
 
     model, tok = tiny
     system = {"role": "system", "content": "You answer with one tool call. " * 6}

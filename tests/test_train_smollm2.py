@@ -23,7 +23,8 @@ def test_smollm2_alias_is_a_plain_transformers_checkpoint():
 def test_one_lopd_step_on_bfcl_with_smollm2_exports_a_loadable_student(tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from lopd_train.trainer import TrainConfig, train
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import train
 
     out = tmp_path / "run"
     cfg = TrainConfig(env="lopd/BFCLv3-v0", category="simple", model="smollm2-135m-instruct", steps=1,

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
-from lopd_train.experience import ExperienceBank
-from lopd_train.trainer import TrainConfig, Trainer, train
+from lopd_train.config import TrainConfig
+from lopd_train.experience.bank import ExperienceBank
+from lopd_train.training.trainer import Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]
 HE_TASKS = ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
@@ -257,7 +258,7 @@ def test_freeze_composer_refuses_an_untrained_composer(tmp_path, monkeypatch):
 
 
 def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path, monkeypatch):
-    import lopd_train.trainer as trainer_mod
+    import lopd_train.training.trainer as trainer_mod
 
     calls = []
     real = trainer_mod.run_episodes

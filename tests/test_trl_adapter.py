@@ -11,7 +11,7 @@ import torch
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.integrations.trl import LopdRollout, lopd_dataset, lopd_env_reward, lopd_grpo_inputs, task_of
-from lopd_train.rollout import SamplingConfig
+from lopd_train.rollout.engine import SamplingConfig
 from tests.test_vllm_backend import FakeLLM, fake_vllm  # noqa: F401  (the vLLM stand-in and its fixture)
 
 COIN = "lopd_train.testing:lopd-test/Coin-v0"

@@ -1,4 +1,4 @@
-"""The vLLM rollout backend (lopd_train.rollout_vllm).
+"""The vLLM rollout backend (lopd_train.rollout.vllm).
 
 Without vLLM in this environment the code path runs against a stand-in engine with vLLM's interfaces
 (``LLM.generate`` returning RequestOutput-shaped objects, ``SamplingParams``, ``LoRARequest``,
@@ -25,9 +25,9 @@ import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
-from lopd_train.rollout import SamplingConfig, make_envs, run_episodes
-from lopd_train.rollout_vllm import VLLMRollout, completion_record, latent_prompt, logprob_mode
-from lopd_train.scoring import student_logits
+from lopd_train.algorithms.scoring import student_logits
+from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
+from lopd_train.rollout.vllm import VLLMRollout, completion_record, latent_prompt, logprob_mode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -209,7 +209,8 @@ def test_temperature_other_than_one_records_the_sampler_but_refuses_the_top_m():
 
 
 def test_the_trainer_serves_each_update_through_a_new_lora_id(fake_vllm, tmp_path):
-    from lopd_train.trainer import TrainConfig, Trainer
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import Trainer
 
     cfg = TrainConfig(model="tiny-random", env="lopd-test/Coin-v0", category="all", algo="grpo", steps=2,
                       tasks_per_step=2, group_size=2, max_new_tokens=8, lora_r=4, lora_alpha=8, lr=1e-2,
@@ -282,8 +283,8 @@ def test_real_vllm_cpu_agrees_with_hf_scoring(tmp_path):
     out = tmp_path / "vllm.json"
     script = (
         "import json, sys, torch\n"
-        "from lopd_train.rollout import SamplingConfig\n"
-        "from lopd_train.rollout_vllm import VLLMRollout\n"
+        "from lopd_train.rollout.engine import SamplingConfig\n"
+        "from lopd_train.rollout.vllm import VLLMRollout\n"
         "from transformers import AutoTokenizer\n"
         f"tok = AutoTokenizer.from_pretrained({model_dir!r})\n"
         "cfg = SamplingConfig(max_new_tokens=12, top_m=5)\n"

@@ -2,13 +2,13 @@
 
 Each is the same on-policy distillation step and differs only in the privileged text its teacher reads
 (:meth:`SelfDistillation.contexts`): the student samples; the teacher is the same backbone given that text
-inside the task's user turn (``lopd_train.context``, the place LOPD puts its latents), re-scoring the
+inside the task's user turn (``lopd_train.latent.context``, the place LOPD puts its latents), re-scoring the
 student's own tokens without gradient; the student minimises the reverse KL to it. Knobs:
 
 * ``--teacher base`` (the frozen backbone, adapters off: a fixed teacher) or ``ema`` (an EMA copy of the
   student, :mod:`lopd_train.algorithms.ema`, updated after every student step);
 * ``--distill-loss topk`` (reverse KL over the top-M tokens + tail, ``--kl-support``, as LOPD) or
-  ``sampled`` (the sampled-token estimate, :func:`lopd_train.losses.sampled_token_kl`).
+  ``sampled`` (the sampled-token estimate, :func:`lopd_train.algorithms.losses.sampled_token_kl`).
 
 Rollouts with no context get no supervision; the loss is a token mean over the supervised tokens of each
 minibatch. Rollouts of one task that get the same context share one teacher prompt (scored once).
@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import torch
 
-from lopd_train import losses, models
+from lopd_train import models
+from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
 from lopd_train.algorithms.ema import EMATeacher
-from lopd_train.rollout import Trajectory
-from lopd_train.scoring import score_group
+from lopd_train.algorithms.scoring import score_group
+from lopd_train.rollout.engine import Trajectory
 
 TEACHERS = ("base", "ema")
 DISTILL_LOSSES = ("topk", "sampled")
@@ -30,7 +31,7 @@ DISTILL_LOSSES = ("topk", "sampled")
 
 class SelfDistillation(Algorithm):
     uses_bank = True
-    #: text around the context inside the task's user turn (``lopd_train.context.context_prompt``)
+    #: text around the context inside the task's user turn (``lopd_train.latent.context.context_prompt``)
     framing: tuple[str, str] = ("", "")
     #: when a context is longer than ``--experience-tokens``, keep its end (trajectories: the actions and
     #: results) rather than its start (answers, skills)

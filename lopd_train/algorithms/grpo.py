@@ -6,16 +6,16 @@ common prefix once when that is cheaper: ``scoring.score_groups``), nothing else
 own (one update per rollout batch).
 
 ``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
-(:func:`lopd_train.losses.k3_kl`), the reference being the frozen base model (LoRA disabled), scored on the
+(:func:`lopd_train.algorithms.losses.k3_kl`), the reference being the frozen base model (LoRA disabled), scored on the
 same tokens without gradient; 0 (the default, as in DAPO/Dr. GRPO) leaves it out and skips that pass."""
 
 from __future__ import annotations
 
 import torch
 
-from lopd_train import losses
+from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.scoring import score_group, score_groups, split
+from lopd_train.algorithms.scoring import score_group, score_groups, split
 
 
 class GRPO(Algorithm):

@@ -5,7 +5,8 @@ One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task gro
 1. **retrieve** the top-J experiences for each task (never the task's own rollouts); a rollout for which
    nothing was retrieved gets no supervision at all (``skipped_no_context``);
 2. **compose**: the composer encodes "task to solve + experience" for each retrieved experience into K latent
-   tokens; the J·K latents replace a run of placeholder ids inside the task's user turn (``lopd_train.context``);
+   tokens; the J·K latents replace a run of placeholder ids inside the task's user turn
+   (``lopd_train.latent.context``);
 3. **teacher top-k**: the frozen backbone re-scores the student's tokens with that context; its top-M ids
    are the KL support (``--kl-support teacher``; the student's top-M with ``student``) and its buckets (top-M
    + precise tail), detached, the student's target. One pass per group serves both steps: the composer step
@@ -74,6 +75,9 @@ the student is stable up to 3e-4 over these 3 steps, but the composer diverges t
 largest rate at which both are stable. 1e-4 for both, with the student at r=16 (which at 1e-4 moves the
 held-back KL 1.7x as far as r=8). What this does not show: stability over hundreds of steps, and the
 composer's held-back NLL rises slightly at every rate (one batch of 2 rollouts is overfitted in 3 steps).
+
+The module is over 400 lines mostly because of this docstring (the update written out step by step, with the
+measured reasons for its settings); the code is the :class:`LOPD` class and its small helpers.
 """
 
 from __future__ import annotations
@@ -85,12 +89,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from lopd_train import losses
+from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.composer import Composer
-from lopd_train.context import experience_text
-from lopd_train.rollout import Trajectory
-from lopd_train.scoring import score_group, score_groups
+from lopd_train.algorithms.scoring import score_group, score_groups
+from lopd_train.latent.composer import Composer
+from lopd_train.latent.context import experience_text
+from lopd_train.rollout.engine import Trajectory
 
 
 PROBES = 4  # banked successes whose teacher NLL is logged after each composer update (probe_teacher_nll)
@@ -336,7 +340,7 @@ class LOPD(Algorithm):
 
     def idle_steps(self) -> None:
         """Nothing to supervise in this minibatch: in a data-parallel run this rank still takes the student's and
-        the composer's optimiser steps with the other ranks' averaged gradients (``lopd_train.distributed``);
+        the composer's optimiser steps with the other ranks' averaged gradients (``lopd_train.training.distributed``);
         in one process there is no step to take."""
         if self.dist.world_size > 1:
             self.step_optimizer(self.student_opt, self.student_params)

@@ -11,8 +11,8 @@ read as text, and nothing is trained to compress it.
 from __future__ import annotations
 
 from lopd_train.algorithms.distill import SelfDistillation
-from lopd_train.context import experience_text
-from lopd_train.experience import trace_key
+from lopd_train.experience.bank import trace_key
+from lopd_train.latent.context import experience_text
 
 FRAMING = ("Here is a demonstration of how a task like the one below was solved successfully:\n\n",
            "\n\n(end of the demonstration)\n\nNow solve the following task with your own approach:\n\n")

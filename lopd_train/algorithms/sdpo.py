@@ -1,5 +1,5 @@
 """SDPO (self-distillation with rich feedback): the teacher is the model re-prompted with a hint for the
-rollout it re-scores, placed inside the task's user turn through the chat template (``lopd_train.context``).
+rollout it re-scores, placed inside the task's user turn through the chat template (``lopd_train.latent.context``).
 
 The hint of a rollout is, in this order:
 
@@ -17,8 +17,8 @@ Teacher (``--teacher base|ema``) and loss (``--distill-loss topk|sampled``) as i
 from __future__ import annotations
 
 from lopd_train.algorithms.distill import SelfDistillation
-from lopd_train.context import experience_text, trace_text
-from lopd_train.experience import trace_key
+from lopd_train.experience.bank import trace_key
+from lopd_train.latent.context import experience_text, trace_text
 
 FRAMING = ("Before the task, here is information about it to help you answer.\n\n", "\n\n(end of the "
            "information)\n\nNow solve the task yourself, from the beginning:\n\n")

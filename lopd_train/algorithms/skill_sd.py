@@ -12,7 +12,7 @@ importance-weighted reverse KL.
 * **Teacher context**: the top-J skills for the task (``--top-j``), never those summarised from the group's
   own rollouts, as a bullet list in the task's user turn.
 * **Loss**: the per-token reverse KL (``--distill-loss``) times ``min(p_S(y) / p_sampler(y), --importance-clip)``
-  (:func:`lopd_train.losses.importance_weighted_kl`).
+  (:func:`lopd_train.algorithms.losses.importance_weighted_kl`).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from lopd_train import losses, models
+from lopd_train import models
+from lopd_train.algorithms import losses
 from lopd_train.algorithms.distill import SelfDistillation
-from lopd_train.experience import ExperienceBank, Retriever, trace_key
-from lopd_train.rollout import SamplingConfig, generate
+from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
+from lopd_train.rollout.engine import SamplingConfig, generate
 
 SUMMARY_PROMPT = ("Below is a successful attempt at a task. Summarise, in one or two short sentences, the "
                   "reusable skill it shows: what to do and which tool to use, not the specific values.\n\n"

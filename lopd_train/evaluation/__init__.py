@@ -2,9 +2,9 @@
 
 One run = one model (a checkpoint loaded here, or a served model behind an OpenAI-compatible URL) x one or
 more envs. Per env: the task list (``--limit`` first N in the benchmark's order, ``--samples`` k each), the
-episodes driven by :mod:`lopd_train.evaluation.loop` through a backend (:mod:`lopd_train.backends`), one
+episodes driven by :mod:`lopd_train.evaluation.loop` through a backend (:mod:`lopd_train.evaluation.backends`), one
 record per task and sample appended durably to ``records.jsonl`` (:mod:`.records`), and at the end the
-leaderboard tables (:mod:`lopd_train.leaderboards`) in ``results.json``, ``results.md`` and ``results.png``.
+leaderboard tables (:mod:`lopd_train.evaluation.leaderboards`) in ``results.json``, ``results.md`` and ``results.png``.
 ``resume=True`` skips every record already written, so an interrupted run (even by ``kill -9``) ends with
 the same records as an uninterrupted one (at temperature 0 exactly; sampled runs are seeded per task and
 sample, so equal too wherever the backend's sampling is batch-independent).
@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_envs import provenance
-from lopd_train import config, leaderboards
+from lopd_train import config
 from lopd_train.config import (EvalBackendSection, EvalEnvSection, EvalModelSection, EvalOutputSection,
                                EvalSamplingSection)
-from lopd_train.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
-                                 sampling_dict)
-from lopd_train.evaluation import report
+from lopd_train.evaluation import leaderboards, report
+from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
+                                            sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.evaluation.records import RecordWriter, read_records, record_key
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
@@ -144,7 +144,7 @@ def data_fingerprint(tasks: Sequence[Any]) -> str:
 def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     """Evaluate and write ``records.jsonl``, ``results.json``, ``results.md``, ``results.png`` in
     ``cfg.output``. Returns the results dict."""
-    from lopd_train.rollout import make_envs
+    from lopd_train.rollout.engine import make_envs
 
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)

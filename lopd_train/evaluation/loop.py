@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 
-from lopd_train.backends import Backend, BackendError, Conversation, Sampling
+from lopd_train.evaluation.backends import Backend, BackendError, Conversation, Sampling
 
 
 @dataclass

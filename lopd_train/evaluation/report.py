@@ -8,7 +8,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from lopd_train import leaderboards
+from lopd_train.evaluation import leaderboards
 
 PACKAGES = ("lopd", "torch", "transformers", "peft", "gymnasium", "evalplus", "vllm", "requests", "numpy")
 

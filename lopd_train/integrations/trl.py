@@ -7,7 +7,7 @@ completions, token ids and sampler log-probs). lopd envs fit the last one:
 * a lopd env owns its tools **per task** (each BFCL or ACEBench task brings its own functions) and parses,
   executes and scores the calls itself, while ``environment_factory`` fixes one tool set per environment
   class when the trainer is built and lets TRL parse and run the calls: neither holds for a benchmark env;
-* ``rollout_func`` lets the episode run exactly as in ``lopd-train``: :func:`lopd_train.rollout.run_episodes`
+* ``rollout_func`` lets the episode run exactly as in ``lopd-train``: :func:`lopd_train.rollout.engine.run_episodes`
   plays the whole multi-turn episode with the trainer's current model, keeping every token id and sampler
   log-probability as sampled, so nothing is re-tokenised between turns. The env's answers (tool results,
   test feedback) sit inside the completion and are masked out of the loss with TRL's ``env_mask``;
@@ -15,7 +15,7 @@ completions, token ids and sampler log-probs). lopd envs fit the last one:
   ``lopd_reward`` and returned by :func:`lopd_env_reward`, a ``reward_funcs`` entry;
 * ``GRPOConfig(use_vllm=True)`` is honoured: TRL syncs the trained weights into its vLLM engine before it
   calls ``rollout_func``, and the episodes then sample there, in the colocated engine
-  (:class:`lopd_train.rollout_vllm.VLLMRollout` over ``trainer.vllm_generation.llm``) or on TRL's vLLM
+  (:class:`lopd_train.rollout.vllm.VLLMRollout` over ``trainer.vllm_generation.llm``) or on TRL's vLLM
   server (:class:`VLLMServerGenerator` over ``trainer.vllm_generation.vllm_client``), token ids in and out;
   without ``use_vllm`` they sample with HF ``generate`` on the trainer's model.
 
@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 import torch
 
-from lopd_train.rollout import SamplingConfig, make_envs, run_episodes, task_ids
+from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes, task_ids
 
 TASK_KEY = "lopd_task_id"
 
@@ -122,7 +122,7 @@ class LopdRollout:
         engine = trainer.vllm_generation
         if engine.mode == "colocate":
             if self._colocated is None or self._colocated.llm is not engine.llm:
-                from lopd_train.rollout_vllm import VLLMRollout
+                from lopd_train.rollout.vllm import VLLMRollout
 
                 # no LoRA request: the engine serves the weights TRL synced into it
                 self._colocated = VLLMRollout("", self.tokenizer, self.sampling, workdir=".", llm=engine.llm)
@@ -137,7 +137,7 @@ class LopdRollout:
 
 class VLLMServerGenerator:
     """Samples turns on TRL's vLLM server (``vllm_mode="server"``) through TRL's ``VLLMClient``, token ids in
-    and out, with the same contract as :func:`lopd_train.rollout.generate`: ``(token ids up to and including
+    and out, with the same contract as :func:`lopd_train.rollout.engine.generate`: ``(token ids up to and including
     the first EOS, the sampler's log-probability of each, ended with EOS, None)``."""
 
     def __init__(self, client):

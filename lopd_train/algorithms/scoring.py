@@ -4,7 +4,7 @@ Every algorithm needs the same thing: for each rollout, the logits at the positi
 sampled tokens, under the student (the active LoRA adapter) or under a teacher (the frozen base model, all
 adapters off). A teacher may read a privileged context; when that context is continuous (LOPD's latent
 tokens), ``inject`` replaces the input embeddings of a run of placeholder ids (see
-:func:`lopd_train.context.context_prompt`) with the latent vectors, so the sequence keeps the ids and
+:func:`lopd_train.latent.context.context_prompt`) with the latent vectors, so the sequence keeps the ids and
 positions a serving engine would be given. Nothing here knows about losses.
 """
 

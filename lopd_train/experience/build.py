@@ -7,7 +7,7 @@ failures too on request (the authors keep every trajectory, flagged). The rollou
 run's budget: the bank records them in its provenance, next to the model, the sampling and the tasks.
 
 One success per task that has several may be **held back** (``hold_back``): it never enters the bank, and the
-privileged-information-gain diagnostic (:mod:`lopd_train.diagnostics`) scores it, so the teacher's gain is
+privileged-information-gain diagnostic (:mod:`lopd_train.latent.diagnostics`) scores it, so the teacher's gain is
 measured on a trajectory it cannot have been given.
 
 ``lopd bank build`` (:func:`lopd_train.cli.bank_main`) runs it from the command line; ``lopd-train`` runs :func:`sample_bank` at
@@ -51,8 +51,8 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     import numpy as np
     from tqdm.auto import tqdm
 
-    from lopd_train.rollout import attach_sequence, run_episodes
-    from lopd_train.context import attach_transcript
+    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.engine import attach_sequence, run_episodes
 
     if not tasks:
         raise ValueError("no training tasks to build the bank from (give --tasks or a category with tasks)")

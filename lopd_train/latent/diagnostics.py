@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from lopd_train import models
-from lopd_train.context import FRAMING_AFTER, FRAMING_BEFORE, context_prompt, experience_text
-from lopd_train.rollout import Trajectory
-from lopd_train.scoring import embed_tokens, score_group
+from lopd_train.algorithms.scoring import embed_tokens, score_group
+from lopd_train.latent.context import FRAMING_AFTER, FRAMING_BEFORE, context_prompt, experience_text
+from lopd_train.rollout.engine import Trajectory
 
 CONDITIONS = ("none", "text", "latent", "zero", "random", "other")
 
@@ -172,7 +172,7 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
     the run's sampling settings, from the task's prompt with no context (``none``), the experiences as text
     (``text``) or their composed latents (``latent``), each answer scored by ``env`` as a one-turn episode.
     Multi-turn tasks are scored on their first turn only (a later turn would need the context carried on)."""
-    from lopd_train.rollout import neutral_generation_config
+    from lopd_train.rollout.engine import neutral_generation_config
 
     policy, tok, cfg = algo.policy, algo.tokenizer, algo.cfg
     sampling = cfg.sampling()

@@ -91,7 +91,7 @@ class HeldoutEval:
     def __init__(self, out: Path, env_id: str, env_kwargs: dict[str, Any], task_ids: Sequence[str], every: int,
                  sampling, batch_size: int = 8, seed: int = 0, filename: str = HELDOUT_FILE,
                  label: str = "held-out"):
-        from lopd_train.rollout import make_envs
+        from lopd_train.rollout.engine import make_envs
 
         self.label = label
         self.path = Path(out) / filename
@@ -107,7 +107,7 @@ class HeldoutEval:
 
     @classmethod
     def all_tasks(cls, env_id: str, env_kwargs: dict[str, Any]) -> list[str]:
-        from lopd_train.rollout import make_envs, task_ids
+        from lopd_train.rollout.engine import make_envs, task_ids
 
         env = make_envs(env_id, 1, **env_kwargs)[0]
         try:
@@ -130,7 +130,7 @@ class HeldoutEval:
 
     def evaluate(self, policy, tokenizer) -> list[dict[str, Any]]:
         """Greedy episodes of every held-out task under ``policy`` as it is (the caller activates the student)."""
-        from lopd_train.backends import HFBackend
+        from lopd_train.evaluation.backends import HFBackend
         from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 
         backend = HFBackend(policy, tokenizer)

@@ -152,7 +152,7 @@ def markdown_table(data: Sequence[Sequence[Any]]) -> str:
 
 def rollout_rows(trajectories: Sequence[Any], tokenizer, tail_chars: int = 400,
                  extras: Sequence[dict[str, Any]] | None = None) -> list[RolloutRow]:
-    """Table rows from :class:`lopd_train.rollout.Trajectory` objects (ids decoded with ``tokenizer``);
+    """Table rows from :class:`lopd_train.rollout.engine.Trajectory` objects (ids decoded with ``tokenizer``);
     ``extras[i]`` may give rollout ``i``'s ``experience_ids``, ``delta`` and ``teacher_student_kl``."""
     rows = []
     for i, t in enumerate(trajectories):

@@ -24,7 +24,7 @@ import gymnasium as gym
 import torch
 
 from lopd_train import models
-from lopd_train.scoring import cache_kw, cached
+from lopd_train.algorithms.scoring import cache_kw, cached
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
     width = ids.shape[1]
     with _without_model_generation_defaults(model, tokenizer):
         # synced_gpus=False: each rank generates alone (transformers would sync the ranks of an FSDP model per
-        # token; lopd_train.distributed gathers the backbone before a rollout phase instead)
+        # token; lopd_train.training.distributed gathers the backbone before a rollout phase instead)
         out = model.generate(input_ids=ids, attention_mask=attn, synced_gpus=False, **{cache_kw(model): cache},
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
@@ -249,7 +249,7 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
                  groups: Sequence[int] | None = None, seeds: Sequence[int | None] | None = None,
                  pool: ThreadPoolExecutor | None = None, generator=None) -> list[Trajectory]:
     """Run one episode per env (``tasks[i]`` picks the task, ``None``: the seed does), all in lockstep.
-    ``generator`` samples the turns (default :func:`generate`, HF; ``lopd_train.rollout_vllm.VLLMRollout``
+    ``generator`` samples the turns (default :func:`generate`, HF; ``lopd_train.rollout.vllm.VLLMRollout``
     takes the same arguments and returns the same records)."""
     generator = generator or generate
     groups = list(groups) if groups is not None else list(range(len(envs)))

@@ -1,8 +1,8 @@
 """The vLLM rollout backend (``lopd-train --rollout-backend vllm``): the student samples in a vLLM engine
 colocated with the trainer, the teacher and the update stay in PyTorch.
 
-It plugs into the one env loop (:func:`lopd_train.rollout.run_episodes`, ``generator=``) and fills the same
-:class:`~lopd_train.rollout.Trajectory` fields the HF path fills:
+It plugs into the one env loop (:func:`lopd_train.rollout.engine.run_episodes`, ``generator=``) and fills the same
+:class:`~lopd_train.rollout.engine.Trajectory` fields the HF path fills:
 
 * **token ids in, token ids out**: every request is a ``TokensPrompt`` of the episode's ids so far, and the
   sampled ids are appended as vLLM returned them (the EOS included), so nothing is re-tokenised across turns;
@@ -22,7 +22,7 @@ It plugs into the one env loop (:func:`lopd_train.rollout.run_episodes`, ``gener
   ``sleep_mode`` the engine sleeps (weights offloaded, KV cache freed) between rollout batches.
 
 **Latent context in the serving engine.** The teacher's prompt is the placeholder prompt of
-:mod:`lopd_train.context`: ordinary ids with a run of placeholder positions whose embeddings are the
+:mod:`lopd_train.latent.context`: ordinary ids with a run of placeholder positions whose embeddings are the
 composer's latents. vLLM (>= 0.32, ``LLM(enable_prompt_embeds=True)``) takes exactly that as an
 ``EmbedsPrompt`` with ``prompt_token_ids``, ``prompt_is_token_ids`` (False at the placeholders) and
 ``prompt_embeds`` (:func:`latent_prompt`), so the engine can sample from the teacher or score a sequence
@@ -40,7 +40,7 @@ from typing import Any, Sequence
 import torch
 
 from lopd_train import models
-from lopd_train.rollout import SamplingConfig
+from lopd_train.rollout.engine import SamplingConfig
 
 
 def supports_mixed_prompts(vllm_module) -> bool:
@@ -94,7 +94,7 @@ def logprob_mode(cfg: SamplingConfig) -> str:
 
 
 def completion_record(completion, eos_token_id: int, top_m: int):
-    """One vLLM ``CompletionOutput`` as :func:`lopd_train.rollout.generate` returns a completion:
+    """One vLLM ``CompletionOutput`` as :func:`lopd_train.rollout.engine.generate` returns a completion:
     ``(token ids, sampler log-probs, ended with EOS, (policy log-probs, top-M ids, top-M log-probs) or None)``."""
     toks = list(completion.token_ids)
     if eos_token_id in toks:  # everything up to and including the first EOS, as the HF path keeps it
@@ -120,7 +120,7 @@ def completion_record(completion, eos_token_id: int, top_m: int):
 
 
 class VLLMRollout:
-    """A colocated vLLM engine that samples for :func:`lopd_train.rollout.run_episodes` (``generator=self``).
+    """A colocated vLLM engine that samples for :func:`lopd_train.rollout.engine.run_episodes` (``generator=self``).
 
     ``llm`` may be given (an existing engine, or a stand-in in tests); otherwise one is built for
     ``model_path`` with LoRA enabled."""
@@ -129,7 +129,7 @@ class VLLMRollout:
                  gpu_memory_utilization: float = 0.3, sleep_mode: bool = False, max_model_len: int | None = None,
                  dtype: str = "auto", seed: int = 0, llm=None, vllm_module=None, **llm_kwargs: Any):
         if vllm_module is None:
-            from lopd_train.backends import import_vllm
+            from lopd_train.evaluation.backends import import_vllm
 
             vllm_module, _ = import_vllm()
         self.vllm = vllm_module
@@ -193,7 +193,7 @@ class VLLMRollout:
             skip_special_tokens=False, detokenize=False, seed=seed)
 
     def __call__(self, model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig):
-        """Same contract as :func:`lopd_train.rollout.generate` (``model`` is unused: the engine serves the
+        """Same contract as :func:`lopd_train.rollout.engine.generate` (``model`` is unused: the engine serves the
         adapter last given to :meth:`sync_lora`). Per-request seeds come from torch's generator, so a resumed
         run draws the same ones."""
         if cfg != self.cfg:

@@ -12,19 +12,21 @@ Run folder::
                                student_adapter/ (peft folder), bank.sqlite (snapshot), state.json
     checkpoints/latest the name of the newest complete checkpoint (replaced atomically)
     student/           the exported student: merged weights, a plain transformers folder
+
+The settings are :class:`lopd_train.config.TrainConfig`; writing, finding and reading checkpoints is
+:mod:`lopd_train.training.checkpoints`. The module stays over 400 lines because :class:`Trainer` is the one
+place the phases of a run meet (model and bank set-up, held-out points, rollout batches, the reference bank,
+the cold start, the update loop, the PIG metric), each a short method over the same state; split across
+files they would each need the whole trainer anyway.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import logging
 import os
 import random
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,70 +34,15 @@ import numpy as np
 import torch
 
 from lopd_envs import provenance
-from lopd_train import config, distributed, models, tracking
-from lopd_train.config import (AlgorithmSection, BaselinesSection, DistributedSection, EnvSection, GrpoSection,
-                               HeldoutSection, LoggingSection, LopdSection, ModelSection, SamplingSection)
-from lopd_train.context import attach_transcript
-from lopd_train.experience import trace_key
-from lopd_train.rollout import (SamplingConfig, Trajectory, attach_sequence, make_envs, replay_trace, run_episodes,
-                                task_ids)
-
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSection, BaselinesSection, LopdSection,
-                  SamplingSection, AlgorithmSection, ModelSection, EnvSection):
-    """Every setting of a training run: the union of the sections of :mod:`lopd_train.config` (where each field,
-    its default and help text live), checked when it is built."""
-
-    def sampling(self, records_top_m: bool = False) -> SamplingConfig:
-        return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                              top_k=self.top_k, top_p=self.top_p,
-                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
-                              tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def __post_init__(self) -> None:
-        config.normalise(self, json_text=config.JSON_TEXT)
-        config.check_values(self)  # choices and types, from flags, a file or Python alike
-        tracking.parse_report_to(self.report_to)
-        if self.push_to_hub and not self.export:
-            raise ValueError("--push-to-hub uploads the exported student: it needs --export")
-        if self.freeze_composer and self.cold_start_steps <= 0:
-            raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
-                             "the composer would stay at its random initialisation")
-        if self.bank_samples < 1:
-            raise ValueError("--bank-samples must be at least 1")
+from lopd_train import models
+from lopd_train.config import TrainConfig
+from lopd_train.experience.bank import trace_key
+from lopd_train.latent.context import attach_transcript
+from lopd_train.rollout.engine import Trajectory, attach_sequence, make_envs, replay_trace, run_episodes, task_ids
+from lopd_train.training import checkpoints, distributed, tracking
 
 
 # ----------------------------------------------------------------------------------- small utilities
-
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np_rng.bit_generator.state, "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
-    random.setstate(state["python"])
-    np_rng.bit_generator.state = state["numpy"]
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
 
 def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     import matplotlib
@@ -137,7 +84,7 @@ def keep_tokens(t: Trajectory, tokenizer) -> None:
 
 def copy_bank(bank, source: str) -> int:
     """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one."""
-    from lopd_train.experience import ExperienceBank
+    from lopd_train.experience.bank import ExperienceBank
 
     path = Path(source)
     if not path.is_file():
@@ -178,12 +125,12 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         if cfg.algo not in ALGORITHMS:
             raise ValueError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
-        latest = self.latest_checkpoint()
+        latest = checkpoints.latest(self.ckpt_dir)
         if latest is not None and not resume:
             raise FileExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
                                   "choose another --output-dir")
         if latest is None and cfg.init_from:
-            latest = self.fork(Path(cfg.init_from))
+            latest = checkpoints.fork(self, Path(cfg.init_from))
         self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
                        if cfg.device == "auto" else torch.device(cfg.device))
         random.seed(cfg.seed)
@@ -208,7 +155,7 @@ class Trainer:
                 gradient_checkpointing_kwargs={"use_reentrant": False})
         self.bank = self.retriever = None
         if algo_cls.uses_bank:
-            from lopd_train.experience import ExperienceBank
+            from lopd_train.experience.bank import ExperienceBank
 
             if cfg.bank_mode == "reference" and cfg.init_bank:
                 raise ValueError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank with "
@@ -236,11 +183,11 @@ class Trainer:
         self.cold_start_done = not algo_cls.has_cold_start  # 0 steps: refused unless --allow-empty-cold-start
         rng = None
         if latest is not None:
-            rng = self.load_checkpoint(latest)
+            rng = checkpoints.load(self, latest)
         elif (self.out / "metrics.jsonl").exists() and self.dist.is_main:
             (self.out / "metrics.jsonl").unlink()  # a run that died before its first checkpoint starts over
         if self.bank is not None:
-            from lopd_train.experience import Retriever
+            from lopd_train.experience.bank import Retriever
 
             self.retriever = Retriever(self.bank, key="instruction" if cfg.bank_mode == "reference" else "trace")
             self.algo.retriever = self.retriever
@@ -259,10 +206,11 @@ class Trainer:
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
-            atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+            checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
             if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
                 # which data the run reads (source, version, file hashes), for the model card and whoever reads it
-                atomic_write(self.out / "provenance.json", json.dumps(provenance.of(self.envs[0]), indent=2))
+                checkpoints.atomic_write(self.out / "provenance.json",
+                                         json.dumps(provenance.of(self.envs[0]), indent=2))
         else:
             self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
         self.tracker = None
@@ -274,14 +222,14 @@ class Trainer:
             random.seed(self.dist.rank_seed(cfg.seed))
             torch.manual_seed(self.dist.rank_seed(cfg.seed))
         if rng is not None:  # last, so that nothing built above draws from the restored generators
-            set_rng_state(rng, self.np_rng)
+            checkpoints.set_rng_state(rng, self.np_rng)
 
     def make_heldout(self, env_kwargs: dict[str, Any], resumed: bool):
         """The held-out evaluator (None when off); takes the held-out tasks out of the training pool."""
         if self.cfg.eval_every_rollouts <= 0:
             return None
-        from lopd_train.backends import Sampling
-        from lopd_train.heldout import HeldoutEval, disjoint_task_pools
+        from lopd_train.evaluation.backends import Sampling
+        from lopd_train.training.heldout import HeldoutEval, disjoint_task_pools
 
         cfg = self.cfg
         extra = cfg.eval_env_kwargs
@@ -295,7 +243,7 @@ class Trainer:
                               batch_size=cfg.eval_batch_size, seed=cfg.seed)
         evaluators = [heldout]
         if cfg.eval_training_tasks:
-            from lopd_train.heldout import TRAIN_EVAL_FILE
+            from lopd_train.training.heldout import TRAIN_EVAL_FILE
 
             evaluators.append(HeldoutEval(self.out, cfg.env, env_kwargs, self.task_pool, cfg.eval_every_rollouts,
                                           sampling, batch_size=cfg.eval_batch_size, seed=cfg.seed,
@@ -340,13 +288,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ rollouts
     def make_vllm(self):
-        """The colocated vLLM engine of ``--rollout-backend vllm`` (``lopd_train.rollout_vllm``), else None."""
+        """The colocated vLLM engine of ``--rollout-backend vllm`` (``lopd_train.rollout.vllm``), else None."""
         cfg = self.cfg
         if cfg.rollout_backend not in ("hf", "vllm"):
             raise ValueError(f"rollout_backend must be hf or vllm, got {cfg.rollout_backend!r}")
         if cfg.rollout_backend == "hf":
             return None
-        from lopd_train.rollout_vllm import VLLMRollout
+        from lopd_train.rollout.vllm import VLLMRollout
 
         dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if self.device.type == "cuda" else "float32")
         return VLLMRollout(cfg.model, self.tokenizer, cfg.sampling(self.algo_cls.records_top_m(cfg)),
@@ -419,7 +367,7 @@ class Trainer:
                 prov = self.bank.provenance()
                 self.rollouts += int(prov.get("rollouts", 0))
             else:
-                from lopd_train.bank_build import sample_bank
+                from lopd_train.experience.build import sample_bank
 
                 prov = sample_bank(self, self.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
                                    progress=cfg.progress)
@@ -486,11 +434,12 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(reward=f"{last['reward_mean']:.2f}", bank=last["bank_size"])
             if self.step % cfg.save_every == 0 or self.step == cfg.steps:
-                self.save_checkpoint()
+                checkpoints.save(self)
                 self.heldout_point()
         bar.close()
-        if self.latest_checkpoint() is None or self.latest_checkpoint().name != f"step-{self.step:06d}":
-            self.save_checkpoint()
+        newest = checkpoints.latest(self.ckpt_dir)
+        if newest is None or newest.name != f"step-{self.step:06d}":
+            checkpoints.save(self)
         self.heldout_point(final=True)
         if self.dist.is_main:
             plot_curve(self.out / "metrics.jsonl", self.out / "reward_curve.png", f"{cfg.algo} on {cfg.env}")
@@ -508,12 +457,12 @@ class Trainer:
                 "exported": str(exported) if exported else None}
 
     def privileged_gain(self) -> dict[str, float]:
-        """The PIG metric (``--pig-every``; :mod:`lopd_train.diagnostics`): the frozen teacher's NLL gain per
+        """The PIG metric (``--pig-every``; :mod:`lopd_train.latent.diagnostics`): the frozen teacher's NLL gain per
         token from its context, on the successes held back when the bank was built (never in it): text (the
         retrieved experiences), the composer's latents, and zero latents (a control), with bootstrap bounds.
         LOPD only (the others have no latents); empty when nothing was held back."""
-        from lopd_train import diagnostics
-        from lopd_train.bank_build import HELD_BACK, read_held_back
+        from lopd_train.experience.build import HELD_BACK, read_held_back
+        from lopd_train.latent import diagnostics
 
         if not hasattr(self.algo, "compose") or self.retriever is None:
             return {}
@@ -571,13 +520,9 @@ class Trainer:
         self.cold_start_done = True
         self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
                   "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})
-        saved = self.save_checkpoint()
+        saved = checkpoints.save(self)
         if self.dist.is_main:  # kept for runs that start from this cold start (--init-from)
-            tmp, kept = self.ckpt_dir / f".tmp-{self.COLD_START}", self.ckpt_dir / self.COLD_START
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(saved, tmp)
-            shutil.rmtree(kept, ignore_errors=True)
-            os.replace(tmp, kept)
+            checkpoints.keep_as_cold_start(self.ckpt_dir, saved)
 
     def close(self) -> None:
         if self.tracker is not None:
@@ -589,105 +534,6 @@ class Trainer:
         for evaluator in getattr(self, "evaluators", None) or []:
             evaluator.close()
 
-    # ------------------------------------------------------------------ checkpoints
-    COLD_START = "cold-start"  # the checkpoint right after the cold start, never pruned (``--init-from``)
-
-    def fork(self, source: Path) -> Path:
-        """Make another run's checkpoint ``source`` this run's first (``--init-from``), with the source run's
-        records up to that step (metrics, held-out and training-task points) and the successes its bank held
-        back for the PIG metric, so the run's files are whole and its diagnostics measured on the same ones.
-        Only ranks' rank 0 copies; returns the copied checkpoint."""
-        from lopd_train.bank_build import HELD_BACK
-        from lopd_train.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE
-
-        state_file = source / "state.json"
-        if not state_file.exists():
-            raise FileNotFoundError(f"--init-from {source}: no complete checkpoint there (state.json missing); a "
-                                    f"LOPD run writes checkpoints/{self.COLD_START} when its cold start ends")
-        state = json.loads(state_file.read_text())
-        if state.get("algo") not in (None, self.cfg.algo):
-            raise ValueError(f"--init-from {source} is a checkpoint of --algo {state['algo']}, not {self.cfg.algo}")
-        target = self.ckpt_dir / f"step-{int(state['step']):06d}"
-        if self.dist.is_main:
-            tmp = self.ckpt_dir / f".tmp-{target.name}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(source, tmp)
-            run = source.parent.parent
-            for name in ("metrics.jsonl", HELDOUT_FILE, TRAIN_EVAL_FILE):
-                if (run / name).exists():
-                    keep = [l for l in (run / name).read_text().splitlines()
-                            if l.strip() and json.loads(l).get("step", 0) <= int(state["step"])]
-                    atomic_write(self.out / name, "".join(l + "\n" for l in keep))
-            if (run / HELD_BACK).exists():  # the PIG metric's held-back successes, kept out of that bank
-                atomic_write(self.out / HELD_BACK, (run / HELD_BACK).read_text())
-            os.replace(tmp, target)
-            atomic_write(self.ckpt_dir / "latest", target.name)
-            log.info("starting from %s (step %s, %s rollouts)", source, state["step"], state["rollouts"])
-        self.dist.barrier()
-        return target
-
-    def latest_checkpoint(self) -> Path | None:
-        pointer = self.ckpt_dir / "latest"
-        if pointer.exists():
-            path = self.ckpt_dir / pointer.read_text().strip()
-            if (path / "state.json").exists():
-                return path
-        done = sorted(p for p in self.ckpt_dir.glob("step-*") if (p / "state.json").exists())
-        return done[-1] if done else None
-
-    def save_checkpoint(self) -> Path:
-        name = f"step-{self.step:06d}"
-        final = self.ckpt_dir / name
-        rngs = self.dist.gather(rng_state(self.np_rng))  # every rank's generators: each resumes its own stream
-        if not self.dist.is_main:  # rank 0 writes the one checkpoint; the others wait until it is complete
-            self.dist.barrier()
-            return final
-        tmp = self.ckpt_dir / f".tmp-{name}"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-        lora = {n: p.detach().cpu().clone() for n, p in self.policy.named_parameters() if "lora_" in n}
-        torch.save({"lora": lora, "algo": self.algo.state_dict(), "rng": rngs[0],
-                    **({"rng_ranks": rngs} if self.dist.world_size > 1 else {})}, tmp / "trainer.pt")
-        models.save_student_adapter(self.policy, "student", tmp / "student_adapter")
-        if self.bank is not None:
-            self.bank.snapshot(tmp / "bank.sqlite")
-        state = {"step": self.step, "rollouts": self.rollouts, "cold_start_done": self.cold_start_done,
-                 "bank_built": self.bank_built,
-                 **{f: getattr(self.algo, f) for f in self.algo.state_fields}, "time": time.time(),
-                 "algo": self.cfg.algo}
-        atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        atomic_write(self.ckpt_dir / "latest", name)
-        done = sorted(p for p in self.ckpt_dir.glob("step-*") if p.is_dir())
-        for old in done[:max(0, len(done) - max(1, self.cfg.keep_checkpoints))]:
-            shutil.rmtree(old, ignore_errors=True)
-        self.dist.barrier()
-        return final
-
-    def load_checkpoint(self, path: Path) -> dict[str, Any]:
-        state = json.loads((path / "state.json").read_text())
-        blob = torch.load(path / "trainer.pt", map_location=self.device, weights_only=False)
-        params = dict(self.policy.named_parameters())
-        with torch.no_grad():
-            for n, t in blob["lora"].items():
-                params[n].copy_(t.to(params[n].device, params[n].dtype))
-        self.algo.load_state_dict(blob["algo"])
-        self.step, self.rollouts = int(state["step"]), int(state["rollouts"])
-        self.cold_start_done = bool(state["cold_start_done"])
-        self.bank_built = bool(state.get("bank_built", True))
-        if self.bank is not None and (path / "bank.sqlite").exists() and self.dist.is_main:
-            self.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
-        metrics = self.out / "metrics.jsonl"
-        if metrics.exists() and self.dist.is_main:  # drop rows of steps after the checkpoint: they will be run again
-            rows = [l for l in metrics.read_text().splitlines() if l.strip()]
-            keep = [l for l in rows if json.loads(l).get("step", 0) <= self.step]
-            atomic_write(metrics, "".join(l + "\n" for l in keep))
-        log.info("resumed from %s (step %d, %d rollouts)", path, self.step, self.rollouts)
-        self.dist.barrier()  # the bank and the metrics are as rank 0 left them
-        return distributed.rank_rng_state(blob, self.dist)
 
 
 def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:

@@ -107,7 +107,7 @@ class HFBackend:
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
         import torch
 
-        from lopd_train.rollout import SamplingConfig, generate
+        from lopd_train.rollout.engine import SamplingConfig, generate
 
         prompts, fits, replies = _prompts_that_fit(self.tokenizer, batch, sampling)
         if not fits:

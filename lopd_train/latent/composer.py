@@ -4,8 +4,8 @@ Encoder: the frozen backbone with the composer's own LoRA adapter (a second peft
 weights, so no second copy of the model) reads "task to solve + a retrieved experience". Compressor: a
 Q-Former whose K learned queries attend to each other and cross-attend to the encoder's hidden states for a
 few layers, then map into the backbone's token-embedding space: K latent tokens per experience, J·K for the
-J retrieved ones. The teacher reads them at a placeholder in its task's user turn (``lopd_train.context``,
-``lopd_train.scoring``); gradients reach the composer through the latent tokens only.
+J retrieved ones. The teacher reads them at a placeholder in its task's user turn (``lopd_train.latent.context``,
+``lopd_train.algorithms.scoring``); gradients reach the composer through the latent tokens only.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from lopd_train import models
-from lopd_train.context import encoder_text_parts
-from lopd_train.scoring import decoder, embed_tokens
+from lopd_train.algorithms.scoring import decoder, embed_tokens
+from lopd_train.latent.context import encoder_text_parts
 
 
 class QFormerLayer(nn.Module):
@@ -70,7 +70,7 @@ class Composer(nn.Module):
     """Encoder (backbone + its own LoRA adapter) and Q-Former. Only the Q-Former is a submodule here: the LoRA
     weights live inside the shared peft model, under ``adapter_name``.
 
-    The input is task-conditioned (:func:`lopd_train.context.encoder_text_parts`): the current task, then the
+    The input is task-conditioned (:func:`lopd_train.latent.context.encoder_text_parts`): the current task, then the
     retrieved experience, so the same experience can be compressed differently for different tasks."""
 
     def __init__(self, peft_model, tokenizer, adapter_name: str = "composer", num_queries: int = 32,

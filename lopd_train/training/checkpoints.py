@@ -1,0 +1,175 @@
+"""A training run's checkpoints: written atomically, found, forked from another run and read back, so that
+``resume`` continues exactly (the random generators included).
+
+Checkpoint folder (``checkpoints/`` of the run)::
+
+    step-NNNNNN/   trainer.pt (LoRA weights, the algorithm's state: Q-Former, optimisers, β, ...; RNG),
+                   student_adapter/ (peft folder), bank.sqlite (snapshot), state.json (written last: complete)
+    cold-start/    the checkpoint right after the cold start, never pruned (``--init-from``)
+    latest         the name of the newest complete checkpoint (replaced atomically)
+
+The functions take the :class:`~lopd_train.training.trainer.Trainer` whose state they write or restore (as
+:func:`lopd_train.experience.build.sample_bank` does).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lopd_train import models
+from lopd_train.training import distributed
+
+log = logging.getLogger(__name__)
+
+COLD_START = "cold-start"  # the checkpoint right after the cold start, never pruned (``--init-from``)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np_rng.bit_generator.state, "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
+    random.setstate(state["python"])
+    np_rng.bit_generator.state = state["numpy"]
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def latest(ckpt_dir: Path) -> Path | None:
+    """The newest complete checkpoint in ``ckpt_dir`` (the ``latest`` pointer, else the last ``step-*`` folder
+    that holds a ``state.json``), or None."""
+    pointer = ckpt_dir / "latest"
+    if pointer.exists():
+        path = ckpt_dir / pointer.read_text().strip()
+        if (path / "state.json").exists():
+            return path
+    done = sorted(p for p in ckpt_dir.glob("step-*") if (p / "state.json").exists())
+    return done[-1] if done else None
+
+
+def keep_as_cold_start(ckpt_dir: Path, saved: Path) -> None:
+    """Copy the checkpoint ``saved`` to ``cold-start/`` (atomically), for runs that start from this cold start."""
+    tmp, kept = ckpt_dir / f".tmp-{COLD_START}", ckpt_dir / COLD_START
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(saved, tmp)
+    shutil.rmtree(kept, ignore_errors=True)
+    os.replace(tmp, kept)
+
+
+def fork(trainer, source: Path) -> Path:
+    """Make another run's checkpoint ``source`` this run's first (``--init-from``), with the source run's
+    records up to that step (metrics, held-out and training-task points) and the successes its bank held
+    back for the PIG metric, so the run's files are whole and its diagnostics measured on the same ones.
+    Only ranks' rank 0 copies; returns the copied checkpoint."""
+    from lopd_train.experience.build import HELD_BACK
+    from lopd_train.training.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE
+
+    state_file = source / "state.json"
+    if not state_file.exists():
+        raise FileNotFoundError(f"--init-from {source}: no complete checkpoint there (state.json missing); a "
+                                f"LOPD run writes checkpoints/{COLD_START} when its cold start ends")
+    state = json.loads(state_file.read_text())
+    if state.get("algo") not in (None, trainer.cfg.algo):
+        raise ValueError(f"--init-from {source} is a checkpoint of --algo {state['algo']}, not {trainer.cfg.algo}")
+    target = trainer.ckpt_dir / f"step-{int(state['step']):06d}"
+    if trainer.dist.is_main:
+        tmp = trainer.ckpt_dir / f".tmp-{target.name}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(source, tmp)
+        run = source.parent.parent
+        for name in ("metrics.jsonl", HELDOUT_FILE, TRAIN_EVAL_FILE):
+            if (run / name).exists():
+                keep = [l for l in (run / name).read_text().splitlines()
+                        if l.strip() and json.loads(l).get("step", 0) <= int(state["step"])]
+                atomic_write(trainer.out / name, "".join(l + "\n" for l in keep))
+        if (run / HELD_BACK).exists():  # the PIG metric's held-back successes, kept out of that bank
+            atomic_write(trainer.out / HELD_BACK, (run / HELD_BACK).read_text())
+        os.replace(tmp, target)
+        atomic_write(trainer.ckpt_dir / "latest", target.name)
+        log.info("starting from %s (step %s, %s rollouts)", source, state["step"], state["rollouts"])
+    trainer.dist.barrier()
+    return target
+
+
+def save(trainer) -> Path:
+    """Write the trainer's state as ``step-NNNNNN`` (rank 0; every rank's generators gathered), point ``latest``
+    at it and prune to ``--keep-checkpoints``; returns the checkpoint folder."""
+    name = f"step-{trainer.step:06d}"
+    ckpt_dir = trainer.ckpt_dir
+    final = ckpt_dir / name
+    rngs = trainer.dist.gather(rng_state(trainer.np_rng))  # every rank's generators: each resumes its own stream
+    if not trainer.dist.is_main:  # rank 0 writes the one checkpoint; the others wait until it is complete
+        trainer.dist.barrier()
+        return final
+    tmp = ckpt_dir / f".tmp-{name}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    lora = {n: p.detach().cpu().clone() for n, p in trainer.policy.named_parameters() if "lora_" in n}
+    torch.save({"lora": lora, "algo": trainer.algo.state_dict(), "rng": rngs[0],
+                **({"rng_ranks": rngs} if trainer.dist.world_size > 1 else {})}, tmp / "trainer.pt")
+    models.save_student_adapter(trainer.policy, "student", tmp / "student_adapter")
+    if trainer.bank is not None:
+        trainer.bank.snapshot(tmp / "bank.sqlite")
+    state = {"step": trainer.step, "rollouts": trainer.rollouts, "cold_start_done": trainer.cold_start_done,
+             "bank_built": trainer.bank_built,
+             **{f: getattr(trainer.algo, f) for f in trainer.algo.state_fields}, "time": time.time(),
+             "algo": trainer.cfg.algo}
+    atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    atomic_write(ckpt_dir / "latest", name)
+    done = sorted(p for p in ckpt_dir.glob("step-*") if p.is_dir())
+    for old in done[:max(0, len(done) - max(1, trainer.cfg.keep_checkpoints))]:
+        shutil.rmtree(old, ignore_errors=True)
+    trainer.dist.barrier()
+    return final
+
+
+def load(trainer, path: Path) -> dict[str, Any]:
+    """Restore the trainer from the checkpoint ``path`` (weights, algorithm state, counters, bank, metrics rows
+    up to its step); returns this rank's generator state, to be set once everything else is built."""
+    state = json.loads((path / "state.json").read_text())
+    blob = torch.load(path / "trainer.pt", map_location=trainer.device, weights_only=False)
+    params = dict(trainer.policy.named_parameters())
+    with torch.no_grad():
+        for n, t in blob["lora"].items():
+            params[n].copy_(t.to(params[n].device, params[n].dtype))
+    trainer.algo.load_state_dict(blob["algo"])
+    trainer.step, trainer.rollouts = int(state["step"]), int(state["rollouts"])
+    trainer.cold_start_done = bool(state["cold_start_done"])
+    trainer.bank_built = bool(state.get("bank_built", True))
+    if trainer.bank is not None and (path / "bank.sqlite").exists() and trainer.dist.is_main:
+        trainer.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
+    metrics = trainer.out / "metrics.jsonl"
+    if metrics.exists() and trainer.dist.is_main:  # drop rows of steps after the checkpoint: they will be run again
+        rows = [l for l in metrics.read_text().splitlines() if l.strip()]
+        keep = [l for l in rows if json.loads(l).get("step", 0) <= trainer.step]
+        atomic_write(metrics, "".join(l + "\n" for l in keep))
+    log.info("resumed from %s (step %d, %d rollouts)", path, trainer.step, trainer.rollouts)
+    trainer.dist.barrier()  # the bank and the metrics are as rank 0 left them
+    return distributed.rank_rng_state(blob, trainer.dist)

@@ -128,6 +128,7 @@ def main(argv=None) -> int:
                   f"same-task experiences {same:.0%}", flush=True)
     algo.cfg = cfg
     write(out, report)  # the text pilot stands on its own
+    save_state(saved, args, algo, report, done)  # and a kill from here on keeps it and the bank
 
     # 3. latent PIG against its controls, at each cold-start budget
     exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)

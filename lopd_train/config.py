@@ -174,6 +174,8 @@ class LopdSection:
     cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
                                       "teacher) before on-policy training (the reference: 1000); 0 skips it")
     cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
+    cold_start_save_every: int = knob(25, "cold start: checkpoint every N composer steps, so a killed run resumes "
+                                          "inside its cold start (0: only when it ends)")
     cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
                                             "(with the --init-bank traces)")
     cold_start_max_batches: int = knob(4, "cold start: at most this many rollout batches to find them")

@@ -184,3 +184,40 @@ def test_each_supervised_rollout_carries_its_table_notes_for_the_tracker(tmp_pat
         notes = t.table_notes
         assert notes["experience_ids"] and all(isinstance(i, int) for i in notes["experience_ids"])
         assert isinstance(notes["delta"], float) and notes["teacher_student_kl"] >= 0.0
+
+
+def test_a_run_killed_inside_its_cold_start_resumes_there_without_rebuilding_the_bank(tmp_path, monkeypatch):
+    """The bank is checkpointed once built and the cold start every --cold-start-save-every steps: a kill
+    after composer step 3 of 4 resumes at step 2 (the last checkpoint), takes steps 3 and 4 once each, and
+    spends the bank's rollouts once."""
+    from lopd_train.algorithms.lopd import LOPD
+
+    whole = train(tiny(tmp_path / "whole", tasks="heads_0,heads_1,tails_0,tails_1", cold_start_steps=4,
+                       cold_start_save_every=2, cold_start_min_successes=1))
+    out = tmp_path / "run"
+    cfg = tiny(out, tasks="heads_0,heads_1,tails_0,tails_1", cold_start_steps=4, cold_start_save_every=2,
+               cold_start_min_successes=1)
+    real, calls = LOPD.cold_start_step, []
+
+    class Killed(Exception):
+        pass
+
+    def dies_at_third(self, items):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Killed
+        return real(self, items)
+
+    monkeypatch.setattr(LOPD, "cold_start_step", dies_at_third)
+    with pytest.raises(Killed):
+        train(cfg)
+    assert json.loads((out / "checkpoints" / "step-000000" / "state.json").read_text())["cold_start_progress"] == 2
+    monkeypatch.setattr(LOPD, "cold_start_step", real)
+    result = train(cfg, resume=True)
+    r = rows(out)
+    assert len([x for x in r if x["phase"] == "bank"]) == 1  # built once
+    assert [x["cold_start_step"] for x in r if "cold_start_step" in x] == [1, 2, 3, 4]
+    (summary,) = [x for x in r if x["phase"] == "cold_start" and "cold_start_empty" in x]
+    assert summary["cold_start_steps"] == 4 and summary["cold_start_resumed_at"] == 2
+    assert result["rollouts"] == whole["rollouts"]  # the bank's rollouts counted once
+    assert (out / "checkpoints" / "cold-start" / "state.json").exists()

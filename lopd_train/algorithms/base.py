@@ -98,7 +98,8 @@ class Algorithm:
         return False
 
     # ------------------------------------------------------------------ the algorithm
-    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
+    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False, start: int = 0,
+                   on_step=None) -> dict[str, float]:
         return {}
 
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:

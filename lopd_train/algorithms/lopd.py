@@ -348,13 +348,18 @@ class LOPD(Algorithm):
                 self.step_optimizer(self.composer_opt, self.composer_params)
 
     # ------------------------------------------------------------------ cold start
-    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False) -> dict[str, float]:
+    def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False, start: int = 0,
+                   on_step=None) -> dict[str, float]:
         """``cfg.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
         minibatches of ``cfg.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
         the teacher with their retrieved latent context, token mean, no anchor. Each trajectory retrieves for
         itself (never itself: a banked success excludes its own row; the task's other experiences may come
         back). ``log`` receives one row per step (the NLL curve). Afterwards the snapshot (the anchor's
         reference) is the cold-started composer.
+
+        Resumable: ``start`` steps were already taken (a checkpoint holds the composer after them), so their
+        batches are drawn again from the same generator but not trained on, and the run goes on with the very
+        batches it would have had; ``on_step(n)`` is called after each step (the trainer checkpoints there).
 
         It cannot be silently empty (study v1 ran 0 steps in every LOPD run and nothing said so): fewer
         (trajectory, experiences) pairs than ``cfg.cold_start_min_successes``, or no step at all, raises
@@ -397,16 +402,21 @@ class LOPD(Algorithm):
             if len(order) < cfg.cold_start_batch_size:  # reshuffle per pass over the pool
                 order += [int(j) for j in rng.permutation(len(pool))]
             take, order = order[:cfg.cold_start_batch_size], order[cfg.cold_start_batch_size:]
+            if step < start:
+                continue  # taken before the checkpoint this run resumed from
             nll = self.cold_start_step([pool[j] for j in take])
             curve.append(nll)
             if log is not None:
                 log({"cold_start_step": step + 1, "cold_start_nll": nll, "cold_start_batch": len(take)})
+            if on_step is not None:
+                on_step(step + 1)
         self.snapshot.copy_from(self.composer)
         self._anchor_cache.clear()
         self.student_opt.zero_grad(set_to_none=True)
         self.probes = pool[:PROBES]
         if curve:
-            summary.update(cold_start_steps=len(curve), cold_start_nll_first=curve[0], cold_start_nll_last=curve[-1])
+            summary.update(cold_start_steps=start + len(curve), cold_start_nll_last=curve[-1],
+                           **({"cold_start_nll_first": curve[0]} if start == 0 else {"cold_start_resumed_at": start}))
         elif cfg.freeze_composer:
             raise ColdStartError("--freeze-composer: the cold start trained the composer for 0 steps")
         return summary

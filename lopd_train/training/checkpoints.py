@@ -135,7 +135,7 @@ def save(trainer) -> Path:
     if trainer.bank is not None:
         trainer.bank.snapshot(tmp / "bank.sqlite")
     state = {"step": trainer.step, "rollouts": trainer.rollouts, "cold_start_done": trainer.cold_start_done,
-             "bank_built": trainer.bank_built,
+             "bank_built": trainer.bank_built, "cold_start_progress": trainer.cold_start_progress,
              **{f: getattr(trainer.algo, f) for f in trainer.algo.state_fields}, "time": time.time(),
              "algo": trainer.cfg.algo}
     atomic_write(tmp / "state.json", json.dumps(state, indent=2))  # written last: marks completeness
@@ -148,6 +148,12 @@ def save(trainer) -> Path:
         shutil.rmtree(old, ignore_errors=True)
     trainer.dist.barrier()
     return final
+
+
+def cold_start_row_after(row: dict[str, Any], trainer) -> bool:
+    """A cold-start row logged after the checkpoint (inside the cold start): its step is taken again."""
+    return (not trainer.cold_start_done and row.get("phase") == "cold_start"
+            and int(row.get("cold_start_step", 0)) > trainer.cold_start_progress)
 
 
 def load(trainer, path: Path) -> dict[str, Any]:
@@ -163,12 +169,14 @@ def load(trainer, path: Path) -> dict[str, Any]:
     trainer.step, trainer.rollouts = int(state["step"]), int(state["rollouts"])
     trainer.cold_start_done = bool(state["cold_start_done"])
     trainer.bank_built = bool(state.get("bank_built", True))
+    trainer.cold_start_progress = int(state.get("cold_start_progress", 0))
     if trainer.bank is not None and (path / "bank.sqlite").exists() and trainer.dist.is_main:
         trainer.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
     metrics = trainer.out / "metrics.jsonl"
     if metrics.exists() and trainer.dist.is_main:  # drop rows of steps after the checkpoint: they will be run again
         rows = [l for l in metrics.read_text().splitlines() if l.strip()]
-        keep = [l for l in rows if json.loads(l).get("step", 0) <= trainer.step]
+        keep = [l for l in rows if json.loads(l).get("step", 0) <= trainer.step
+                and not cold_start_row_after(json.loads(l), trainer)]
         atomic_write(metrics, "".join(l + "\n" for l in keep))
     log.info("resumed from %s (step %d, %d rollouts)", path, trainer.step, trainer.rollouts)
     trainer.dist.barrier()  # the bank and the metrics are as rank 0 left them

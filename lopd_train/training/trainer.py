@@ -180,6 +180,7 @@ class Trainer:
         self.step = 0
         self.rollouts = 0
         self.bank_built = False
+        self.cold_start_progress = 0  # composer steps of the cold start already taken (resumed inside it)
         self.cold_start_done = not algo_cls.has_cold_start  # 0 steps: refused unless --allow-empty-cold-start
         rng = None
         if latest is not None:
@@ -407,6 +408,8 @@ class Trainer:
         self.heldout_point()  # rollouts 0: the untrained student, before the bank and any cold start
         if not self.bank_built:
             self.build_bank()
+            if self.bank_built and cfg.bank_mode == "reference":
+                checkpoints.save(self)  # the bank's rollouts are spent: a kill from here on keeps them
         if not self.cold_start_done:
             self.cold_start()
             self.heldout_point()
@@ -515,8 +518,16 @@ class Trainer:
         t0 = time.time()
         data = self.cold_start_data()
         log = lambda row: self.log({"phase": "cold_start", "step": 0, **row})  # noqa: E731
+        every = self.cfg.cold_start_save_every
+
+        def on_step(n: int) -> None:  # a checkpoint inside the cold start: step 0, n composer steps taken
+            self.cold_start_progress = n
+            if every > 0 and n % every == 0:
+                checkpoints.save(self)
+
         with self.dist.unsharded(self.policy):
-            summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress)
+            summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress,
+                                           start=self.cold_start_progress, on_step=on_step)
         self.cold_start_done = True
         self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
                   "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})

@@ -175,7 +175,9 @@ def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
     import torch
 
     tmp = saved / "state.pt.tmp"
-    lora = {n: p.detach().cpu().clone() for n, p in algo.policy.named_parameters() if "lora_" in n}
+    from lopd_train import models
+
+    lora = models.adapter_state(algo.policy)
     torch.save({"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
                 "args": {k: getattr(args, k) for k in SAME}}, tmp)
     tmp.replace(saved / "state.pt")
@@ -184,12 +186,9 @@ def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
 def restore(algo, state: dict) -> None:
     """Put the saved composer back: the policy's LoRA weights (the composer's encoder adapter among them), then
     the algorithm's state (Q-Former, its snapshot, optimisers, beta)."""
-    import torch
+    from lopd_train import models
 
-    params = dict(algo.policy.named_parameters())
-    with torch.no_grad():
-        for n, t in state["lora"].items():
-            params[n].copy_(t.to(params[n].device, params[n].dtype))
+    models.load_adapter_state(algo.policy, state["lora"])
     algo.load_state_dict(state["algo"])
 
 

@@ -265,9 +265,10 @@ def adapter_parameters(peft_model, name: str) -> list[torch.nn.Parameter]:
     return [p for n, p in peft_model.named_parameters() if "lora_" in n and f".{name}." in n]
 
 
-def adapter_state(peft_model, name: str) -> dict[str, torch.Tensor]:
+def adapter_state(peft_model, name: str | None = None) -> dict[str, torch.Tensor]:
+    """A CPU copy of the LoRA weights of adapter ``name`` (None: of every adapter, as a checkpoint keeps them)."""
     return {n: p.detach().cpu().clone() for n, p in peft_model.named_parameters()
-            if "lora_" in n and f".{name}." in n}
+            if "lora_" in n and (name is None or f".{name}." in n)}
 
 
 def load_adapter_state(peft_model, state: dict[str, torch.Tensor]) -> None:

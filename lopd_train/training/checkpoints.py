@@ -128,7 +128,7 @@ def save(trainer) -> Path:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    lora = {n: p.detach().cpu().clone() for n, p in trainer.policy.named_parameters() if "lora_" in n}
+    lora = models.adapter_state(trainer.policy)
     torch.save({"lora": lora, "algo": trainer.algo.state_dict(), "rng": rngs[0],
                 **({"rng_ranks": rngs} if trainer.dist.world_size > 1 else {})}, tmp / "trainer.pt")
     models.save_student_adapter(trainer.policy, "student", tmp / "student_adapter")
@@ -161,10 +161,7 @@ def load(trainer, path: Path) -> dict[str, Any]:
     up to its step); returns this rank's generator state, to be set once everything else is built."""
     state = json.loads((path / "state.json").read_text())
     blob = torch.load(path / "trainer.pt", map_location=trainer.device, weights_only=False)
-    params = dict(trainer.policy.named_parameters())
-    with torch.no_grad():
-        for n, t in blob["lora"].items():
-            params[n].copy_(t.to(params[n].device, params[n].dtype))
+    models.load_adapter_state(trainer.policy, blob["lora"])
     trainer.algo.load_state_dict(blob["algo"])
     trainer.step, trainer.rollouts = int(state["step"]), int(state["rollouts"])
     trainer.cold_start_done = bool(state["cold_start_done"])

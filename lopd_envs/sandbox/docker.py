@@ -57,11 +57,11 @@ from pathlib import Path
 from lopd_envs.sandbox import docker_server as wire
 
 from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, OutputBudget, RunResult, Sandbox,
-                                    SandboxUnavailable, looks_out_of_memory)
+                                    SandboxUnavailable)
 from lopd_envs.sandbox.docker_image import PATH, default_tag
 from lopd_envs.sandbox.interpreter import Interpreter
-from lopd_envs.sandbox.runner import STREAMED_STDOUT_KEPT
 from lopd_envs.sandbox.spares import ENV_SPARES
+from lopd_envs.sandbox.supervise import Supervision
 
 ENV_IMAGE = "LOPD_SANDBOX_IMAGE"
 LABEL = "lopd.sandbox.owner"
@@ -452,64 +452,42 @@ class DockerSandbox(Sandbox):
         args = limits.rlimit_args()
         args[3] = "-1"  # RLIMIT_NPROC counts uid 65534 across every container: the pids cgroup limits it
         channel = warm.channel
-        output = OutputBudget(limits.output, None if interact is None else STREAMED_STDOUT_KEPT)
         feed = _Feed(stdin, close=interact is None)
         start = time.monotonic()
         channel.queue(wire.RUN, "\0".join([*args, "/sandbox/main.py"]).encode())
         feed.top_up(channel)
-        test_deadline = getattr(interact, "deadline", None)
-        started = getattr(interact, "started", None)
-        if callable(started):  # waiting for a container (up to seconds) is not the program's time
-            started()
-        deadline = start + limits.timeout
-        timed_out = stopped = finished = gone = False
+        watch = Supervision(limits, interact, start)  # waiting for a container is not the program's time
+        finished = gone = False
         exit_code: int | None = None
-        error = None
-        while not (finished or output.truncated or error):
-            now = time.monotonic()
-            test = test_deadline() if test_deadline is not None else None
-            if test is not None and test <= now:
-                stopped = True
+        while not (finished or watch.over):
+            wait = watch.remaining()
+            if wait is None:
                 break
-            if now >= deadline:
-                timed_out = True
-                break
-            frames = channel.receive(min(min(deadline, test if test is not None else deadline) - now, 1.0))
+            frames = channel.receive(min(wait, 1.0))
             if frames is None:
                 gone = True
                 break
             for kind, payload in frames:
-                if kind == wire.STDOUT:
-                    output.add(1, payload)
-                    if interact is not None:
-                        try:
-                            answer = interact(payload)
-                        except Exception as exc:  # noqa: BLE001 - candidate output made the scorer fail
-                            error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
-                            break
-                        if answer:
-                            feed.answer(channel, answer)
-                elif kind == wire.STDERR:
-                    output.add(2, payload)
+                if kind in (wire.STDOUT, wire.STDERR):
+                    answer = watch.take(OutputBudget.STDOUT if kind == wire.STDOUT else OutputBudget.STDERR, payload)
+                    if answer:
+                        feed.answer(channel, answer)
                 elif kind == wire.TAKEN:
                     feed.taken(int(payload))
                 elif kind == wire.EXIT:
                     exit_code, finished = int(payload), True
-                if output.truncated:
+                if watch.over:
                     break
             feed.top_up(channel)
         wall = time.monotonic() - start
         if gone:
-            error = f"the container's run server stopped during the run{channel.tail()}"
+            watch.fail(f"the container's run server stopped during the run{channel.tail()}")
             clean = False
         elif finished and exit_code is not None and exit_code < 125:
             clean = True
         else:  # killed, stopped, or the runner could not clean: the server kills and cleans before reuse
             clean = channel.kill_and_clean()
-        err = output.text(2)
-        oom = finished and not output.truncated and looks_out_of_memory(exit_code, err)
-        return RunResult(output.text(1), err, exit_code if finished else None, timed_out, oom, wall, self.name,
-                         True, truncated=output.truncated, error=error, stopped=stopped), clean
+        return watch.result(exit_code if finished else None, self.name, True, wall=wall), clean
 
     @classmethod
     def probe(cls, image: str | None = None) -> str | None:

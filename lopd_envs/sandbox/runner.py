@@ -33,10 +33,8 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from lopd_envs.sandbox import cgroup
-from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user, looks_out_of_memory
-
-#: With a streaming ``interact`` the scorer reads the records; only this much stdout is also kept.
-STREAMED_STDOUT_KEPT = 1 << 20
+from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user
+from lopd_envs.sandbox.supervise import Supervision
 
 
 @dataclass
@@ -86,15 +84,14 @@ def finish(run: Started, stdin: bytes, limits: Limits, backend: str, isolating: 
            interact: Interact | None = None, start: float | None = None) -> RunResult:
     """Feed ``stdin`` to a launched command, collect its output and return what it did. The limits' clock
     starts at ``start`` (default: now). On every way out the whole process tree is killed and reaped first."""
-    start = time.monotonic() if start is None else start
     pump = None
     try:
-        pump = _Pump(run.proc, limits, interact, start)
+        pump = _Pump(run.proc, Supervision(limits, interact, start))
         pump.run(stdin)
     except Exception as exc:  # noqa: BLE001 - a scorer bug or a selector failure: the run still dies below
         if pump is None:
             raise
-        pump.error = f"the host side of the run failed: {type(exc).__name__}: {exc}"[:500]
+        pump.watch.fail(f"the host side of the run failed: {type(exc).__name__}: {exc}")
     finally:
         exit_code = stop(run.proc, run.group, run.uid, run.monitor, grace)
         if pump is not None:
@@ -102,11 +99,7 @@ def finish(run: Started, stdin: bytes, limits: Limits, backend: str, isolating: 
         oom = run.group.oom_killed() if run.group is not None else False
         if run.group is not None:
             run.group.remove()
-    stdout, stderr = pump.text()
-    timed_out, truncated = pump.timed_out, pump.truncated
-    oom = oom or (not (timed_out or truncated or pump.stopped) and looks_out_of_memory(exit_code, stderr))
-    return RunResult(stdout, stderr, exit_code, timed_out, oom, time.monotonic() - start, backend, isolating,
-                     truncated=truncated, error=pump.error, stopped=pump.stopped)
+    return pump.watch.result(exit_code, backend, isolating, oom_killed=oom)
 
 
 def discard(run: Started, grace: float = 0.5) -> None:
@@ -140,42 +133,22 @@ def _close_all(fds: Sequence[int]) -> None:
 
 
 class _Pump:
-    """The read loop of one run: streams, caps, the wall-clock limit and the scorer's deadlines."""
+    """The read loop of one local run: moves its bytes; :class:`.supervise.Supervision` decides."""
 
-    def __init__(self, proc: subprocess.Popen, limits: Limits, interact: Interact | None, start: float):
-        self.proc, self.limits, self.interact = proc, limits, interact
-        self.deadline = start + limits.timeout
-        self.test_deadline = getattr(interact, "deadline", None)
-        started = getattr(interact, "started", None)
-        if callable(started):  # the scorer's clock opens when the program exists, not when it was asked for
-            started()
-        self.out_fd, self.err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-        self.output = OutputBudget(limits.output, None if interact is None else STREAMED_STDOUT_KEPT)
-        self.timed_out = self.stopped = False
-        self.error: str | None = None
+    def __init__(self, proc: subprocess.Popen, watch: Supervision):
+        self.proc, self.watch = proc, watch
+        self.out_fd = proc.stdout.fileno()
         self.writer: threading.Thread | None = None
 
-    def _expired(self) -> float | None:
-        """Seconds until the next deadline, or ``None`` once one has passed (and the flag is set)."""
-        now = time.monotonic()
-        test = self.test_deadline() if self.test_deadline is not None else None
-        if test is not None and test <= now:
-            self.stopped = True
-            return None
-        if now >= self.deadline:
-            self.timed_out = True
-            return None
-        return min(self.deadline, test if test is not None else self.deadline) - now
-
     def run(self, stdin: bytes) -> None:
-        self.writer = threading.Thread(target=_feed, args=(self.proc.stdin, stdin, self.interact is None),
+        self.writer = threading.Thread(target=_feed, args=(self.proc.stdin, stdin, self.watch.interact is None),
                                        daemon=True)
         self.writer.start()
         with selectors.DefaultSelector() as sel:
             for stream in (self.proc.stdout, self.proc.stderr):
                 sel.register(stream, selectors.EVENT_READ)
             while sel.get_map():
-                wait = self._expired()
+                wait = self.watch.remaining()
                 if wait is None:
                     return
                 for key, _ in sel.select(timeout=min(wait, 1.0)):
@@ -183,36 +156,19 @@ class _Pump:
                     if not data:
                         sel.unregister(key.fileobj)
                         continue
-                    if not self._take(key.fd, data):
+                    stream = OutputBudget.STDOUT if key.fd == self.out_fd else OutputBudget.STDERR
+                    _answer(self.proc, self.watch.take(stream, data))
+                    if self.watch.over:
                         return
         # both streams closed: the program may still run (it closed them itself); wait for its exit
         while self.proc.poll() is None:
-            wait = self._expired()
+            wait = self.watch.remaining()
             if wait is None:
                 return
             try:
                 self.proc.wait(timeout=min(wait, 0.05))
             except subprocess.TimeoutExpired:
                 pass
-
-    @property
-    def truncated(self) -> bool:
-        return self.output.truncated
-
-    def _take(self, fd: int, data: bytes) -> bool:
-        """Keep ``data`` within the output budget and show stdout to the scorer; False when the run must end."""
-        within = self.output.add(OutputBudget.STDOUT if fd == self.out_fd else OutputBudget.STDERR, data)
-        if self.interact is not None and fd == self.out_fd:
-            try:
-                answer = self.interact(data)
-            except Exception as exc:  # noqa: BLE001 - candidate output made the scorer fail: end the run
-                self.error = f"the scorer failed on the program's output: {type(exc).__name__}: {exc}"[:500]
-                return False
-            _answer(self.proc, answer)
-        return within
-
-    def text(self) -> tuple[str, str]:
-        return self.output.text(OutputBudget.STDOUT), self.output.text(OutputBudget.STDERR)
 
     def close(self) -> None:
         if self.writer is not None:

@@ -41,6 +41,12 @@ outputs cached on both sides; runs varied by about ±25 % with the load:
       identical, the two others (Mbpp/392, Mbpp/630) are slow canonical solutions that evalplus timed out
       on under load.
 
+Measured 2026-12-03 (issue 26: does the Docker backend's in-container run server pay for itself?),
+``--overhead-only --rounds 30``, the dev VM at load 5.5 (a study and a benchmark running beside it):
+  bare 30.2 ms; bubblewrap 16.1 ms (cold 62.5); process 13.8 ms (cold 38.7); docker 20.5 ms (cold, no spare,
+      54.9 ms); docker with one ``docker exec`` per run and no run server 138.8 ms: 6.78x docker, 2.53x
+      docker cold. The server stays (its cost and this figure are in lopd_envs/sandbox/docker.py).
+
 Measured 2026-12-01 after issue 11 (per-run cgroup, seccomp and host-side deadlines on bubblewrap; the warm
 Docker pool) on the same VM, far more loaded (load average 8-16, six other jobs), 2 workers,
 evalplus --parallel 2:
@@ -344,10 +350,63 @@ def makespan(costs: Sequence[float], workers: int) -> float:
 # ------------------------------------------------------------------------------------- overhead
 
 BARE = "bare python -I -S -c pass"
-#: name -> (backend, options): the warm-spare default and the same backend with every run started cold
+EXEC_PER_RUN = "docker, one exec per run (no run server)"
+#: name -> (backend, options): the warm-spare default and the same backend with every run started cold;
+#: the Docker backend also without its run server (:class:`DockerExecPerRun`, the baseline that justifies it)
 VARIANTS = {"bubblewrap": ("bubblewrap", {}), "bubblewrap cold (no spares)": ("bubblewrap", {"spares": 0}),
             "process": ("process", {}), "process cold (no spares)": ("process", {"spares": 0}),
-            "docker": ("docker", {}), "docker cold (no spares)": ("docker", {"spares": 0})}
+            "docker": ("docker", {}), "docker cold (no spares)": ("docker", {"spares": 0}),
+            EXEC_PER_RUN: ("docker", {"exec_per_run": True})}
+
+
+class DockerExecPerRun:
+    """The Docker backend without its run server: every run is its own ``docker exec`` (``exec_create`` +
+    ``exec_start`` + ``exec_inspect`` through the SDK, as the backend did before the server) of the same
+    ``RUNNER`` as the sandbox uid, in a warm container of the same shape, with the same staging and
+    arguments. Measured beside ``docker`` and ``docker cold (no spares)``, it is the cost the server saves
+    (issue 26: keep the server only if a measurement justifies it). Only ``pass``-like programs: no live
+    scorer, no limits enforced by the host (a baseline of latency, not a sandbox)."""
+
+    name = "docker-exec"
+
+    def __init__(self) -> None:
+        from lopd_envs.sandbox import docker
+
+        self._docker = docker
+        self.sandbox = docker.DockerSandbox(warm=1, spares=0)
+        self.shape = docker._Shape.of(self.sandbox.limits)
+        self.warm = self.sandbox._acquire(self.shape)
+
+    def run(self, code: str):
+        import socket
+        from types import SimpleNamespace
+
+        from lopd_envs.sandbox.base import workdir
+
+        d, api = self._docker, self.sandbox.client.api
+        with workdir(code, {}) as wd:
+            self.warm.stage(wd)
+        args = self.sandbox.limits.rlimit_args()
+        args[3] = "-1"
+        body = "\0".join([*args, "/sandbox/main.py"]).encode()
+        exec_id = api.exec_create(self.warm.container.id, ["python", "-I", "-S", "-c", d.RUNNER, "spare", d.BOOTSTRAP],
+                                  stdin=True, user=d.UID, workdir="/sandbox", environment=d._env())["Id"]
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        raw.sendall(len(body).to_bytes(4, "big") + body)
+        raw.shutdown(socket.SHUT_WR)
+        while raw.recv(1 << 16):
+            pass
+        sock.close()
+        state = api.exec_inspect(exec_id)
+        while state["Running"]:
+            time.sleep(0.001)
+            state = api.exec_inspect(exec_id)
+        return SimpleNamespace(ok=state["ExitCode"] == 0, exit_code=state["ExitCode"])
+
+    def close(self) -> None:
+        self.sandbox._release(self.shape, self.warm)
+        self.sandbox.shutdown()
 
 
 def _cpu_seconds() -> float:
@@ -382,7 +441,7 @@ def overhead(n: int = 40, variants: tuple[str, ...] = tuple(VARIANTS)) -> tuple[
         if problem:
             latency[name] = f"unavailable: {problem}"
             continue
-        ready[name] = BACKENDS[backend](**options)
+        ready[name] = DockerExecPerRun() if options.get("exec_per_run") else BACKENDS[backend](**options)
         assert ready[name].run("pass").ok
         _settle(ready[name])
     times: dict[str, list[float]] = {name: [] for name in [BARE, *ready]}
@@ -437,6 +496,9 @@ def overhead_ratios(per_run: dict) -> dict:
     ratios = {"docker/bubblewrap per run": dk / bw}
     if bw - bare >= 1.0:  # with warm spares bubblewrap can wait less than a bare start: no ratio then
         ratios["docker/bubblewrap overhead over bare"] = (dk - bare) / (bw - bare)
+    for server in ("docker", "docker cold (no spares)"):
+        if isinstance(per_run.get(EXEC_PER_RUN), float) and isinstance(per_run.get(server), float):
+            ratios[f"{EXEC_PER_RUN} / {server} per run"] = per_run[EXEC_PER_RUN] / per_run[server]
     return ratios
 
 

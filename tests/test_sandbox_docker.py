@@ -519,3 +519,25 @@ def test_container_is_locked_down(monkeypatch):
         assert kw["ipc_mode"] == "private" and kw["log_config"] == {"type": "none"}
     finally:
         dk._remove(warm)
+
+
+def test_the_exec_per_run_baseline_runs_the_program_it_is_timed_on():
+    """benchmarks/sandbox_throughput.py times the backend without its run server (one ``docker exec`` per run)
+    to justify the server; the baseline must really run each program in the container as the sandbox uid
+    (an exit status it could not know otherwise), or its figure would justify nothing."""
+    _need_engine()
+    from tests.bench_loader import load_benchmark
+
+    bench = load_benchmark("sandbox_throughput")
+    baseline = bench.DockerExecPerRun()
+    try:
+        assert baseline.run("pass").ok
+        failed = baseline.run("import os, sys\nsys.exit(3 if os.getuid() == 65534 else 4)")
+        assert not failed.ok and failed.exit_code == 3
+        assert baseline.run("pass").ok  # the container is reused, run after run
+    finally:
+        baseline.close()
+    ratios = bench.overhead_ratios({bench.BARE: 30.0, "bubblewrap": 16.0, "docker": 20.0,
+                                    "docker cold (no spares)": 50.0, bench.EXEC_PER_RUN: 140.0})
+    assert ratios[f"{bench.EXEC_PER_RUN} / docker per run"] == 7.0
+    assert ratios[f"{bench.EXEC_PER_RUN} / docker cold (no spares) per run"] == 2.8

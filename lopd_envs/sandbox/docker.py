@@ -2,7 +2,14 @@
 (macOS, Windows, locked-down clusters).
 
 Starting a container costs 0.5-1 s and every engine call (``docker exec``) ~100 ms, so containers are started
-ahead and kept warm, and a run makes no engine call at all: each container gets one long-lived exec when it
+ahead and kept warm, and a run makes no engine call at all. Why the in-container server is kept, measured
+(``python benchmarks/sandbox_throughput.py --overhead-only --rounds 30``, 2026-12-03, the 2-core dev VM at
+load 5.5, medians of interleaved rounds running ``pass``): one ``docker exec`` per run of the same
+``RUNNER`` in the same warm container (the design without the server, the benchmark's
+``DockerExecPerRun``) 138.8 ms a run; through the server 54.9 ms with no spare, 20.5 ms with the spare
+started ahead (a bare ``python -I -S -c pass`` on the host: 30.2 ms; bubblewrap 16.1 ms). The server makes
+a run 6.8x cheaper (2.5x without spares); without it Docker would cost 8.6x bubblewrap a run, not 1.3x.
+The design: each container gets one long-lived exec when it
 starts, the run server (:mod:`lopd_envs.sandbox.docker_server`), which for each run forks a fresh interpreter
 as the sandbox uid running :data:`RUNNER` (the run's supervisor, which forks the program: one interpreter
 start per run) and relays its stdin, stdout, stderr and exit status as frames on the exec's socket (so

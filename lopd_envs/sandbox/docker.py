@@ -42,6 +42,11 @@ The program folder is bind-mounted read-only from a per-container host folder, s
 this host's file system (a local engine). The image is any Python image the user names (``image=``,
 or ``LOPD_SANDBOX_IMAGE``) whose ``python`` is on ``PATH`` and which lets ``docker exec`` run as root;
 ``lopd sandbox build-image`` builds one offline from this host's interpreter.
+
+The module is over 400 lines because a container's whole life is here and nowhere else: the in-container
+programs (the init and ``RUNNER``, ~100 lines of text run inside, not here), the warm pool (start, acquire,
+replace, close), and the host's end of the server's channel (flow control, kill and clean). What a run means
+(deadlines, output budget, scorer, verdict) is not here: :mod:`.supervise`, shared with the local backends.
 """
 
 from __future__ import annotations

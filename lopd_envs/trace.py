@@ -11,13 +11,19 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lopd_envs.actions import AssistantTurn, Reaction
 from lopd_envs.jsonvalue import NotJSON, json_value
 
 RESULT_CHARS = 240
+
+
+class TraceError(ValueError):
+    """A stored trace that cannot be read back (corrupt JSON, a missing field, a wrong type)."""
 
 
 def compact(text: str, limit: int = RESULT_CHARS) -> str:
@@ -119,9 +125,36 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Trace":
-        data = dict(data)
-        data["steps"] = [TraceStep(**s) for s in data.get("steps", [])]
-        return cls(**data)
+        """The inverse of :meth:`to_dict`, checked field by field: traces come back from files (a bank, a
+        held-back set, a JSONL to seed a bank) that may be corrupt or hand-edited, and a wrong type must be
+        a :class:`TraceError` naming the field, not a crash later inside a cold start or a render."""
+        if not isinstance(data, dict):
+            raise TraceError(f"a trace is a JSON object, not {type(data).__name__}")
+        unknown = set(data) - set(_FIELDS)
+        if unknown:
+            raise TraceError(f"unknown trace field(s) {sorted(unknown)}")
+        for name in ("env_id", "task_id", "task"):
+            if not isinstance(data.get(name), str):
+                raise TraceError(f"trace field {name!r} must be a string, got {type(data.get(name)).__name__}")
+        if not isinstance(data.get("category", ""), str):
+            raise TraceError("trace field 'category' must be a string")
+        reward = data.get("reward", 0.0)
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise TraceError(f"trace field 'reward' must be a number, got {reward!r:.80}")
+        if not isinstance(data.get("success", False), bool):
+            raise TraceError("trace field 'success' must be true or false")
+        if not isinstance(data.get("metadata", {}), dict):
+            raise TraceError("trace field 'metadata' must be an object")
+        raw_steps = data.get("steps", [])
+        if not isinstance(raw_steps, list):
+            raise TraceError("trace field 'steps' must be a list")
+        steps = []
+        for i, s in enumerate(raw_steps):
+            if (not isinstance(s, dict) or set(s) - {"action", "result", "error"} or not isinstance(s.get("action"), dict)
+                    or not isinstance(s.get("result", ""), str) or not isinstance(s.get("error", False), bool)):
+                raise TraceError(f"trace step {i} must be {{'action': object, 'result': string, 'error': bool}}")
+            steps.append(TraceStep(s["action"], s.get("result", ""), s.get("error", False)))
+        return cls(**{**data, "steps": steps, "reward": float(reward)})
 
     def to_json(self) -> str:
         """Stable (sorted keys) and exact: ``Trace.from_json(t.to_json()) == t``; NaN is refused rather than
@@ -130,7 +163,11 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> "Trace":
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise TraceError(f"not JSON ({str(exc)[:120]})") from None
+        return cls.from_dict(data)
 
     def render(self) -> str:
         """The text the experience bank stores and the retriever embeds: task, then one line per step."""
@@ -138,3 +175,21 @@ class Trace:
         lines += [f"{i + 1}. {step.render()}" for i, step in enumerate(self.steps)]
         lines.append(f"Outcome: {'success' if self.success else 'failure'} (reward {self.reward:.2f})")
         return "\n".join(lines)
+
+
+_FIELDS = tuple(Trace.__dataclass_fields__)
+
+
+def read_traces(path: str | Path) -> list[Trace]:
+    """Traces from a JSONL file, one per non-empty line; a bad line is a :class:`TraceError` naming the file
+    and the line, so a corrupt file is never half-read into a bank."""
+    traces = []
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+                if line.strip():
+                    traces.append(Trace.from_json(line))
+            except (TraceError, UnicodeDecodeError) as exc:
+                raise TraceError(f"{path}, line {n}: {exc}") from None
+    return traces

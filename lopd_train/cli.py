@@ -73,7 +73,13 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainConfig, argpar
     if args.resume and not args.config and args.output_dir:
         saved = Path(args.output_dir) / "config.json"
         if saved.exists():  # a resumed run continues with its own settings unless told otherwise
-            base = json.loads(saved.read_text())
+            try:
+                base = json.loads(saved.read_text())
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise SystemExit(f"lopd-train: {saved} is not readable JSON ({exc}); restore it or pass the "
+                                 "run's settings with --config") from None
+            if not isinstance(base, dict):
+                raise SystemExit(f"lopd-train: {saved} must hold a JSON object of settings")
     try:
         return config.parse(TrainConfig, parser, argv, base)
     except (ValueError, TypeError) as exc:
@@ -90,12 +96,14 @@ def train_main(argv: list[str] | None = None) -> int:
     quiet_known_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from lopd_envs.trace import TraceError
     from lopd_train.algorithms.lopd import ColdStartError
+    from lopd_train.experience.bank import BankFileError
     from lopd_train.training.trainer import train
 
     try:
         result = train(cfg, resume=args.resume)
-    except ColdStartError as e:  # a configuration problem with a remedy, not a crash: say it plainly
+    except (ColdStartError, BankFileError, TraceError) as e:  # bad settings or input files, each with a remedy
         raise SystemExit(f"lopd-train: {e}") from None
     last = result.get("last") or {}
     print(json.dumps({"output_dir": cfg.output_dir, "step": result["step"], "rollouts": result["rollouts"],

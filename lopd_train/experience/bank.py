@@ -71,6 +71,90 @@ def trace_key(trace) -> str:
     return experience_key(trace.env_id, trace.task_id, trace.render())
 
 
+class BankFileError(ValueError):
+    """A file given as an experience bank that is not one, or whose rows cannot be read back."""
+
+
+_REQUIRED = ("key", "env_id", "task_id", "task", "text", "reward", "rollout", "trace")
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise BankFileError(f"{path}: no such bank file")
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def check_bank_file(path: str | Path) -> None:
+    """Refuse a file that is not an experience bank: not SQLite, or SQLite without the bank's table and
+    columns. Read-only, so a wrong path is never modified."""
+    path = Path(path)
+    try:
+        src = _connect_read_only(path)
+        try:
+            columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise BankFileError(f"{path} is not an experience bank (SQLite: {exc})") from None
+    missing = [c for c in _REQUIRED if c not in columns]
+    if missing:
+        raise BankFileError(f"{path} is not an experience bank: its 'experiences' table lacks {missing}"
+                            if columns else f"{path} is not an experience bank: it has no 'experiences' table")
+
+
+def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
+    """Every row of a bank file (the columns ``ExperienceBank.add`` writes, in order) and its meta rows,
+    read-only and checked: each row's fields have their types and its trace reads back as a
+    :class:`~lopd_envs.trace.Trace` of the row's env and task, so a corrupt bank is refused whole with the
+    row named, never merged in part nor discovered later inside a cold start."""
+    from lopd_envs.trace import Trace, TraceError
+
+    path = Path(path)
+    check_bank_file(path)
+    try:
+        src = _connect_read_only(path)
+        try:
+            columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
+            success = "success" if "success" in columns else "1"
+            rows = src.execute(f"SELECT id, key, env_id, task_id, task, text, reward, rollout, trace, {success} "
+                               "FROM experiences ORDER BY id").fetchall()
+            has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+            meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
+        finally:
+            src.close()
+    except sqlite3.Error as exc:
+        raise BankFileError(f"{path}: cannot read the bank (SQLite: {exc})") from None
+    for row in rows:
+        rid, key, env_id, task_id, task, text, reward, rollout, trace, ok = row
+        where = f"{path}, experience id {rid}"
+        if not all(isinstance(v, str) for v in (key, env_id, task_id, task, text, trace)):
+            raise BankFileError(f"{where}: key, env_id, task_id, task, text and trace must be text")
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not np.isfinite(reward):
+            raise BankFileError(f"{where}: reward {reward!r:.40} is not a finite number")
+        if not isinstance(rollout, int) or ok not in (0, 1):
+            raise BankFileError(f"{where}: rollout must be an integer and success 0 or 1")
+        try:
+            t = Trace.from_json(trace)
+        except TraceError as exc:
+            raise BankFileError(f"{where}: its trace cannot be read ({exc})") from None
+        if (t.env_id, t.task_id) != (env_id, task_id):
+            raise BankFileError(f"{where}: its trace is of {t.env_id}/{t.task_id}, the row says {env_id}/{task_id}")
+    for name, value in meta:
+        if name == "provenance":
+            _provenance(value, path)
+    return [r[1:] for r in rows], meta
+
+
+def _provenance(value: Any, path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(value)
+    except (TypeError, json.JSONDecodeError, RecursionError):
+        info = None
+    if not isinstance(info, dict):
+        raise BankFileError(f"{path}: its provenance is not a JSON object")
+    return info
+
+
 class ExperienceBank:
     """Traces on disk. ``add`` ignores duplicates (and failures unless ``keep_failures``) and returns the new
     rows."""
@@ -79,6 +163,8 @@ class ExperienceBank:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        if self.path.exists() and self.path.stat().st_size:
+            check_bank_file(self.path)  # never write our tables into some other file, nor half-use a corrupt one
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -136,7 +222,7 @@ class ExperienceBank:
     # -- provenance: one JSON object, written once by whoever built the bank
     def provenance(self) -> dict[str, Any]:
         row = self._db.execute("SELECT value FROM meta WHERE name = 'provenance'").fetchone()
-        return json.loads(row[0]) if row else {}
+        return _provenance(row[0], self.path) if row else {}
 
     def set_provenance(self, info: dict[str, Any]) -> None:
         with self._lock:
@@ -152,14 +238,7 @@ class ExperienceBank:
 
     def merge_from(self, other: str | Path) -> int:
         """Insert the experiences of another bank file that this one lacks (by key); returns how many."""
-        src = sqlite3.connect(str(other))
-        columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
-        success = "success" if "success" in columns else "1"
-        rows = src.execute(f"SELECT key, env_id, task_id, task, text, reward, rollout, trace, {success} FROM "
-                           "experiences ORDER BY id").fetchall()
-        has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-        meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
-        src.close()
+        rows, meta = read_bank_file(other)
         with self._lock:
             before = len(self)
             self._db.execute("BEGIN IMMEDIATE")

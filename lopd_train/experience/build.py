@@ -113,8 +113,8 @@ def held_back(trajs, n: int) -> list:
 
 
 def read_held_back(path: Path) -> list:
-    from lopd_envs.trace import Trace
+    from lopd_envs.trace import read_traces
 
     if not Path(path).exists():
         return []
-    return [Trace.from_json(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return read_traces(path)

@@ -84,29 +84,27 @@ def keep_tokens(t: Trajectory, tokenizer) -> None:
 
 def copy_bank(bank, source: str) -> int:
     """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one."""
-    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.experience.bank import BankFileError, read_bank_file
 
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"--bank {source}: no such file (build one with `lopd bank build`)")
-    src = ExperienceBank(path)
-    prov = src.provenance()
-    src.close()
-    if not prov:
-        raise ValueError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a run's "
-                         "dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
-    n = bank.merge_from(path)
-    return n
+    _, meta = read_bank_file(path)  # read-only and checked row by row
+    if "provenance" not in dict(meta):
+        raise BankFileError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a "
+                            "run's dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
+    return bank.merge_from(path)
 
 
 def seed_bank(bank, source: str) -> int:
     """Add the experiences of another bank file, or of a JSONL of traces, to ``bank``."""
-    from lopd_envs.trace import Trace
+    from lopd_envs.trace import read_traces
 
     if str(source).endswith((".sqlite", ".db")):
         return bank.merge_from(source)
-    traces = [Trace.from_json(l) for l in Path(source).read_text().splitlines() if l.strip()]
-    return len(bank.add(traces))
+    if not Path(source).is_file():
+        raise FileNotFoundError(f"--init-bank {source}: no such file (a bank .sqlite or a JSONL of traces)")
+    return len(bank.add(read_traces(source)))
 
 
 # ----------------------------------------------------------------------------------- the trainer

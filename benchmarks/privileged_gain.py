@@ -34,20 +34,52 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def count(minimum: int):
+    """An argparse type: an integer >= ``minimum``."""
+    def parse_count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+    return parse_count
+
+
+def counts(minimum: int):
+    """An argparse type: a comma-separated list of integers >= ``minimum``, e.g. ``0,50,200``."""
+    one = count(minimum)
+    return lambda text: [one(part.strip()) for part in text.split(",")]
+
+
+def formats(text: str) -> list[str]:
+    from lopd_train.latent.context import EXPERIENCE_FORMATS
+
+    names = [part.strip() for part in text.split(",")]
+    bad = [n for n in names if n not in EXPERIENCE_FORMATS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown format(s) {bad}; choose from {list(EXPERIENCE_FORMATS)}")
+    return names
+
+
 def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="a lopd-train config (TOML) of the setting")
     p.add_argument("--out", required=True, help="results folder")
-    p.add_argument("--pool", type=int, default=24, help="training tasks the bank is built on (the config's first N)")
-    p.add_argument("--samples", type=int, default=4, help="base-model samples per task in the bank")
-    p.add_argument("--hold-back", type=int, default=12, help="held-back successes PIG is measured on")
-    p.add_argument("--formats", default="trace,chat", help="experience renderings for the text pilot")
-    p.add_argument("--top-j", default="1,3", help="experiences per task for the text pilot")
-    p.add_argument("--cold-start", default="0,50,200", help="cold-start steps at which latent PIG is measured")
-    p.add_argument("--success-samples", type=int, default=0, help="teacher samples per task for sampled success")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--pool", type=count(1), default=24,
+                   help="training tasks the bank is built on (the config's first N)")
+    p.add_argument("--samples", type=count(1), default=4, help="base-model samples per task in the bank")
+    p.add_argument("--hold-back", type=count(1), default=12, help="held-back successes PIG is measured on")
+    p.add_argument("--formats", type=formats, default="trace,chat", help="experience renderings for the text pilot")
+    p.add_argument("--top-j", type=counts(1), default="1,3", help="experiences per task for the text pilot")
+    p.add_argument("--cold-start", type=counts(0), default="0,50,200",
+                   help="cold-start steps at which latent PIG is measured")
+    p.add_argument("--success-samples", type=count(0), default=0,
+                   help="teacher samples per task for sampled success")
+    p.add_argument("--threads", type=count(0), default=0, help="torch threads (0: default)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
-    p.add_argument("--save-every", type=int, default=25, help="cold-start steps between saved states")
+    p.add_argument("--save-every", type=count(1), default=25, help="cold-start steps between saved states")
     p.add_argument("--resume", action="store_true",
                    help="go on from the state saved in --out (same bank, held-back successes and composer); the "
                         "other arguments must be those of the first run")
@@ -114,8 +146,8 @@ def main(argv=None) -> int:
           f"{len(held)} held back", flush=True)
 
     # 2. the text pilot: which rendering and how many experiences give the teacher the most
-    for fmt in args.formats.split(",") if not report["text_pilot"] else []:
-        for j in map(int, args.top_j.split(",")):
+    for fmt in args.formats if not report["text_pilot"] else []:
+        for j in args.top_j:
             algo.cfg = dataclasses.replace(cfg, experience_format=fmt, top_j=j)
             exps = trainer.retriever.retrieve([t.task for t in held], k=j)
             same = sum(e.task_id == t.task_id for t, es in zip(held, exps) for e in es) / max(1, sum(map(len, exps)))
@@ -135,7 +167,7 @@ def main(argv=None) -> int:
     others = diagnostics.other_task_experiences(held, exps)
     data = trainer.cold_start_data()
     measured = {int(r["cold_start_steps"]) for r in report["cold_start"]}
-    for target in sorted(set(map(int, args.cold_start.split(",")))):
+    for target in sorted(set(args.cold_start)):
         if target in measured:
             continue
         t1 = time.time()

@@ -122,3 +122,19 @@ def test_resume_refuses_a_state_of_other_arguments(script, tmp_path):
     with pytest.raises(SystemExit, match="other arguments"):
         script.main(["--config", str(cfg), "--out", str(tmp_path / "out"), "--pool", "3", "--samples", "6",
                      "--hold-back", "2", "--cold-start", "0,2", "--resume"])
+
+
+@pytest.mark.parametrize("flag, value", [
+    ("--cold-start", "0,fifty"), ("--cold-start", "-50"), ("--top-j", "0"), ("--top-j", "1,,3"),
+    ("--formats", "chat,html"), ("--pool", "0"), ("--samples", "many"), ("--save-every", "0"),
+    ("--hold-back", "-1"), ("--success-samples", "-2"),
+])
+def test_bad_arguments_are_refused_before_any_model_loads(script, capsys, flag, value):
+    with pytest.raises(SystemExit) as exit_:
+        script.parse(["--config", "c.toml", "--out", "o", flag, value])
+    assert exit_.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_list_arguments_parse_to_lists(script):
+    args = script.parse(["--config", "c.toml", "--out", "o", "--cold-start", "0, 50,1000", "--formats", "trace"])
+    assert args.cold_start == [0, 50, 1000] and args.formats == ["trace"] and args.top_j == [1, 3]

@@ -126,6 +126,8 @@ class Run:
 def plan(names: Sequence[str], seeds: Sequence[int] | None) -> list[Run]:
     """The runs, first seed of every variant before any second seed (so a partial study covers them all)."""
     unknown = [n for n in names if n not in BY_NAME]
+    if not names:
+        raise SystemExit(f"no variants chosen; choose from {[v.name for v in VARIANTS]}")
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {[v.name for v in VARIANTS]}")
     chosen = [BY_NAME[n] for n in names]
@@ -582,8 +584,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out.resolve()
     (out / "configs").mkdir(parents=True, exist_ok=True)
     (out / "runs").mkdir(exist_ok=True)
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
-    runs = plan([a for a in args.algos.split(",") if a], seeds)
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    except ValueError:
+        raise SystemExit(f"--seeds {args.seeds!r}: comma-separated integers, e.g. 0,1,2") from None
+    runs = plan([a.strip() for a in args.algos.split(",") if a.strip()], seeds)
     study_cmd = "python benchmarks/sample_efficiency.py " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--only-report", "--dry-run"))
     cmds = ["# Exact commands", "", "The study (finished runs are skipped, partial ones resumed):", "", "```bash",

@@ -194,3 +194,13 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     assert capsys.readouterr().out.count("] done:") == len(runs)
     assert {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs} == before
     assert read_csv(out / "results.csv") == rows
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--seeds", "0,one"], "--seeds"), (["--algos", ","], "no variants chosen"), (["--algos", "lopd,ppo"], "unknown"),
+    (["--budget", "0"], "must be positive"), (["--jobs", "-1"], "must be positive"),
+])
+def test_bad_study_arguments_stop_with_a_message(tmp_path, argv, says):
+    with pytest.raises(SystemExit) as exit_:
+        se.main(["--tiny", "--dry-run", "--out", str(tmp_path), *argv])
+    assert says in str(exit_.value)

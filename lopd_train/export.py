@@ -49,7 +49,9 @@ def heldout_results(run: Path) -> list[dict[str, Any]]:
     path = run / "heldout.jsonl"
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from lopd_train.evaluation.records import read_records
+
+    rows = read_records(path)
     return [{k: r.get(k) for k in ("rollouts", "step", "mean_reward", "success_rate", "n")} for r in rows]
 
 

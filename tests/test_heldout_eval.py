@@ -124,6 +124,25 @@ def test_resume_keeps_written_points_and_drops_those_past_the_checkpoint(tmp_pat
     assert got[-1]["mean_reward"] != 9.0 and "rewards" in got[-1]
 
 
+def test_a_metrics_row_torn_by_a_kill_is_dropped_on_resume_and_corruption_before_it_is_refused(tmp_path):
+    """``metrics.jsonl`` after ``kill -9`` mid-write ends in a torn row: resuming drops it (the step is run
+    again) and keeps every complete row; a bad row *before* the last is corruption and stops the resume with
+    the file and line named, leaving the file as it was."""
+    out = tmp_path / "run"
+    train(cfg(out, steps=1))
+    before = metrics(out)
+    with open(out / "metrics.jsonl", "a") as f:
+        f.write('{"phase": "train", "step": 2, "rollo')
+    train(cfg(out, steps=2), resume=True)
+    rows = metrics(out)
+    assert rows[:len(before)] == before and [r["step"] for r in rows if r.get("phase") == "train"] == [1, 2]
+    broken = (out / "metrics.jsonl").read_text().replace('"step": 1', '"step": 1 oops', 1)
+    (out / "metrics.jsonl").write_text(broken)
+    with pytest.raises(ValueError, match=r"metrics.jsonl: line \d+ is not a JSON record"):
+        train(cfg(out, steps=3), resume=True)
+    assert (out / "metrics.jsonl").read_text() == broken
+
+
 def test_eval_env_kwargs_pick_the_heldout_env_as_a_json_string_or_a_toml_table(tmp_path):
     """No eval_tasks: every task of the held-out env (here its `heads` category) is held out."""
     for k, extra in enumerate(('{"category": "heads"}', {"category": "heads"})):

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from lopd_train import models
+from lopd_train.evaluation.records import read_records
 from lopd_train.training import distributed
 
 log = logging.getLogger(__name__)
@@ -102,9 +103,8 @@ def fork(trainer, source: Path) -> Path:
         run = source.parent.parent
         for name in ("metrics.jsonl", HELDOUT_FILE, TRAIN_EVAL_FILE):
             if (run / name).exists():
-                keep = [l for l in (run / name).read_text().splitlines()
-                        if l.strip() and json.loads(l).get("step", 0) <= int(state["step"])]
-                atomic_write(trainer.out / name, "".join(l + "\n" for l in keep))
+                keep = [r for r in read_records(run / name) if r.get("step", 0) <= int(state["step"])]
+                atomic_write(trainer.out / name, "".join(json.dumps(r) + "\n" for r in keep))
         if (run / HELD_BACK).exists():  # the PIG metric's held-back successes, kept out of that bank
             atomic_write(trainer.out / HELD_BACK, (run / HELD_BACK).read_text())
         os.replace(tmp, target)
@@ -171,10 +171,10 @@ def load(trainer, path: Path) -> dict[str, Any]:
         trainer.bank.merge_from(path / "bank.sqlite")  # the live bank keeps anything newer than the checkpoint
     metrics = trainer.out / "metrics.jsonl"
     if metrics.exists() and trainer.dist.is_main:  # drop rows of steps after the checkpoint: they will be run again
-        rows = [l for l in metrics.read_text().splitlines() if l.strip()]
-        keep = [l for l in rows if json.loads(l).get("step", 0) <= trainer.step
-                and not cold_start_row_after(json.loads(l), trainer)]
-        atomic_write(metrics, "".join(l + "\n" for l in keep))
+        # (a row torn by the kill that stopped the run is dropped too; a corrupt row before the last raises)
+        keep = [r for r in read_records(metrics) if r.get("step", 0) <= trainer.step
+                and not cold_start_row_after(r, trainer)]
+        atomic_write(metrics, "".join(json.dumps(r) + "\n" for r in keep))
     log.info("resumed from %s (step %d, %d rollouts)", path, trainer.step, trainer.rollouts)
     trainer.dist.barrier()  # the bank and the metrics are as rank 0 left them
     return distributed.rank_rng_state(blob, trainer.dist)

@@ -66,15 +66,9 @@ def milestones_due(rollouts: int, every: int, done: set[int]) -> list[int]:
 
 def read_points(path: Path) -> list[dict[str, Any]]:
     """The evaluation points already written (a torn last line, from a kill, is ignored)."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
+    from lopd_train.evaluation.records import read_records
+
+    return read_records(path)
 
 
 def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

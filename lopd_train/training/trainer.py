@@ -50,8 +50,9 @@ def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(l) for l in metrics_path.read_text().splitlines() if l.strip()]
-    rows = [r for r in rows if "reward_mean" in r and r.get("phase") == "train"]
+    from lopd_train.evaluation.records import read_records
+
+    rows = [r for r in read_records(metrics_path) if "reward_mean" in r and r.get("phase") == "train"]
     if not rows:
         return
     x = [r["rollouts"] for r in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -182,8 +183,9 @@ def _add_bank_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="the bank file to write (e.g. bank.sqlite)")
     p.add_argument("--samples", type=int, default=4, help="samples per task (default 4)")
     p.add_argument("--keep-failures", action="store_true", help="keep failed samples too, flagged")
-    p.add_argument("--hold-back", type=int, default=0, help="successes held back for the PIG diagnostic, written "
-                                                            f"beside the bank as {HELD_BACK} (default 0)")
+    p.add_argument("--hold-back", type=int, default=0, help="successes held back for the PIG diagnostic: never "
+                   "among the bank's experiences, stored in the bank file and handed to every run given --bank "
+                   f"(also written beside the bank as {HELD_BACK}; default 0)")
 
 
 def bank_main(argv: Sequence[str] | None = None) -> int:
@@ -212,6 +214,8 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     args, rest = p.parse_known_args(argv)
     if args.samples < 1:
         p.error("--samples must be at least 1")
+    if args.hold_back < 0:
+        p.error("--hold-back must be 0 or more")
     cfg, _ = config_from_args(list(rest))
     out = Path(args.out)
     if out.exists():
@@ -226,16 +230,27 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
         tasks = disjoint_task_pools(tasks, cfg.eval_tasks.split(","), explicit_train=bool(cfg.tasks))
     model, tokenizer = models.load_backbone(cfg.model, models.default_device(), cfg.dtype)
     out.parent.mkdir(parents=True, exist_ok=True)
-    bank = ExperienceBank(out)
+    # built under a temporary name and renamed when complete: a build that dies (hours of sampling on a CPU)
+    # leaves no half bank at --out to be mistaken for a built one, and the next attempt is not refused
+    partial = out.with_name(f".{out.name}.partial")
+    for stale in out.parent.glob(f"{partial.name}*"):
+        stale.unlink()
+    bank = ExperienceBank(partial)
+    done = False
     try:
         with ThreadPoolExecutor(max_workers=max(1, cfg.env_workers)) as pool:
             prov = build(model, tokenizer, envs, pool, cfg, bank, tasks, args.samples,
                          keep_failures=args.keep_failures, seed=cfg.seed, progress=cfg.progress,
-                         hold_back=args.hold_back, held_back_path=out.parent / HELD_BACK)
+                         hold_back=args.hold_back, held_back_path=out.parent / HELD_BACK if args.hold_back else None)
+        done = True
     finally:
-        bank.close()
+        bank.close()  # the last connection: SQLite folds its write-ahead log into the file
         for env in envs:
             env.close()
+        if done:
+            os.replace(partial, out)
+        for stale in out.parent.glob(f"{partial.name}*"):
+            stale.unlink()
     print(f"{out}: {prov['entries']} experiences from {prov['rollouts']} rollouts on {len(tasks)} tasks "
           f"({prov['successes']} successes, {len(prov['held_back'])} held back)")
     return 0

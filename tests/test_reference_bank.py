@@ -12,7 +12,7 @@ import pytest
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace
 from lopd_train.config import TrainConfig
-from lopd_train.experience.bank import ExperienceBank, Retriever
+from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
 from lopd_train.training.trainer import train
 
 
@@ -221,3 +221,64 @@ def test_a_run_killed_inside_its_cold_start_resumes_there_without_rebuilding_the
     assert summary["cold_start_steps"] == 4 and summary["cold_start_resumed_at"] == 2
     assert result["rollouts"] == whole["rollouts"]  # the bank's rollouts counted once
     assert (out / "checkpoints" / "cold-start" / "state.json").exists()
+
+
+BUILD = ["--env", "lopd-test/Coin-v0", "--category", "all", "--model", "tiny-random", "--max-new-tokens", "8",
+         "--no-progress"]
+
+
+def test_a_built_banks_held_back_successes_travel_with_it_to_every_run_that_takes_it(tmp_path):
+    """``lopd bank build --hold-back N`` stores the held-back successes in the bank file (never among its
+    experiences); a run given ``--bank`` writes them as its ``pig_heldback.jsonl`` and its PIG metric scores
+    them, instead of silently measuring nothing."""
+    from lopd_envs.cli import main
+
+    bank_path = tmp_path / "banks" / "coin.sqlite"
+    tasks = "heads_0,heads_1,tails_0,tails_1"
+    assert main(["bank", "build", "--out", str(bank_path), "--samples", "6", "--hold-back", "2", "--tasks", tasks,
+                 *BUILD]) == 0
+    bank = ExperienceBank(bank_path)
+    held = bank.held_back()
+    assert 1 <= len(held) <= 2 and [h.task_id for h in held] == bank.provenance()["held_back"]
+    banked = {e.key for e in bank.all()}
+    assert all(h.success for h in held) and not any(trace_key(h) in banked for h in held)
+    bank.close()
+    out = tmp_path / "run"
+    train(tiny(out, tasks=tasks, bank=str(bank_path), pig_every=1, pig_trajectories=2))
+    run_held = [Trace.from_json(l) for l in (out / "pig_heldback.jsonl").read_text().splitlines() if l.strip()]
+    assert run_held == held
+    (step,) = [x for x in rows(out) if x["phase"] == "train"]
+    assert "pig_latent" in step and "pig_zero" in step
+
+
+def test_a_run_whose_pig_has_nothing_to_score_says_so(tmp_path, capsys):
+    from lopd_envs.cli import main
+
+    bank_path = tmp_path / "coin.sqlite"
+    assert main(["bank", "build", "--out", str(bank_path), "--samples", "2", "--tasks", "heads_0,tails_0",
+                 *BUILD]) == 0
+    train(tiny(tmp_path / "run", tasks="heads_0,tails_0", bank=str(bank_path), pig_every=1,
+               allow_empty_cold_start=True))
+    assert "--pig-every 1 measures nothing: no successes were held back" in capsys.readouterr().out
+
+
+def test_a_bank_build_that_dies_leaves_nothing_at_out_and_can_be_rerun(tmp_path, monkeypatch):
+    import lopd_train.cli as cli
+    from lopd_envs.cli import main
+
+    bank_path = tmp_path / "coin.sqlite"
+    real = cli.build
+
+    def dies(*a, **kw):
+        real(*a, **kw)  # the bank is written ...
+        raise KeyboardInterrupt  # ... and the build is stopped before it returns
+
+    monkeypatch.setattr(cli, "build", dies)
+    with pytest.raises(KeyboardInterrupt):
+        main(["bank", "build", "--out", str(bank_path), "--samples", "2", "--tasks", "heads_0,tails_0", *BUILD])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setattr(cli, "build", real)
+    assert main(["bank", "build", "--out", str(bank_path), "--samples", "2", "--tasks", "heads_0,tails_0",
+                 *BUILD]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["coin.sqlite"]
+    assert ExperienceBank(bank_path).provenance()["rollouts"] == 4

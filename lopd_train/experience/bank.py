@@ -142,6 +142,13 @@ def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
     for name, value in meta:
         if name == "provenance":
             _provenance(value, path)
+        elif name == "held_back":
+            for n, line in enumerate(str(value).splitlines(), 1):
+                try:
+                    if line.strip():
+                        Trace.from_json(line)
+                except TraceError as exc:
+                    raise BankFileError(f"{path}: held-back success {n} cannot be read ({exc})") from None
     return [r[1:] for r in rows], meta
 
 
@@ -225,9 +232,19 @@ class ExperienceBank:
         return _provenance(row[0], self.path) if row else {}
 
     def set_provenance(self, info: dict[str, Any]) -> None:
+        self.set_meta("provenance", json.dumps(info, sort_keys=True))
+
+    def set_meta(self, name: str, value: str) -> None:
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('provenance', ?)",
-                             (json.dumps(info, sort_keys=True),))
+            self._db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+
+    def held_back(self) -> list[Any]:
+        """The successes held back when the bank was built (:mod:`lopd_train.experience.build`): never among
+        its experiences, scored by the PIG diagnostic."""
+        from lopd_envs.trace import Trace
+
+        row = self._db.execute("SELECT value FROM meta WHERE name = 'held_back'").fetchone()
+        return [Trace.from_json(line) for line in row[0].splitlines() if line.strip()] if row else []
 
     def snapshot(self, dest: str | Path) -> None:
         """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder."""

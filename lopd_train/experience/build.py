@@ -6,9 +6,12 @@ experience of the same task may be retrieved (never the trajectory being scored)
 failures too on request (the authors keep every trajectory, flagged). The rollouts spent here count in a
 run's budget: the bank records them in its provenance, next to the model, the sampling and the tasks.
 
-One success per task that has several may be **held back** (``hold_back``): it never enters the bank, and the
-privileged-information-gain diagnostic (:mod:`lopd_train.latent.diagnostics`) scores it, so the teacher's gain is
-measured on a trajectory it cannot have been given.
+One success per task that has several may be **held back** (``hold_back``): it never enters the bank's
+experiences (nothing can retrieve it), and the privileged-information-gain diagnostic
+(:mod:`lopd_train.latent.diagnostics`) scores it, so the teacher's gain is measured on a trajectory it cannot
+have been given. The held-back successes are stored in the bank file itself (its ``meta`` table, under
+``held_back``), so a bank built once with ``lopd bank build --hold-back N`` hands them to every run given
+``--bank`` (:func:`lopd_train.training.trainer.copy_bank` writes them into the run as ``pig_heldback.jsonl``).
 
 ``lopd bank build`` (:func:`lopd_train.cli.bank_main`) runs it from the command line; ``lopd-train`` runs :func:`sample_bank` at
 the start of a reference-mode run that was not given ``--bank``.
@@ -84,10 +87,10 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     held_ids = {id(t) for t in held}
     kept = [t.trace for t in trajs if id(t) not in held_ids and t.trace is not None]
     bank.add(kept, rollout=0, keep_failures=keep_failures)
+    held_jsonl = "".join(t.trace.to_json() + "\n" for t in held)
+    bank.set_meta("held_back", held_jsonl)
     if held_back_path is not None:
-        with open(held_back_path, "w") as f:
-            for t in held:
-                f.write(t.trace.to_json() + "\n")
+        Path(held_back_path).write_text(held_jsonl)
     prov = {"built_by": "lopd bank build", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "model": cfg.model, "env": cfg.env, "category": cfg.category, "env_kwargs": cfg.env_kwargs,
             "sampling": {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,

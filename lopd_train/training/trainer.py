@@ -83,17 +83,21 @@ def keep_tokens(t: Trajectory, tokenizer) -> None:
     attach_sequence(t)
 
 
-def copy_bank(bank, source: str) -> int:
-    """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one."""
+def copy_bank(bank, source: str, held_back_path: Path | None = None) -> int:
+    """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one.
+    The successes it held back (``--hold-back``) are written to ``held_back_path`` for the PIG metric."""
     from lopd_train.experience.bank import BankFileError, read_bank_file
 
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"--bank {source}: no such file (build one with `lopd bank build`)")
     _, meta = read_bank_file(path)  # read-only and checked row by row
-    if "provenance" not in dict(meta):
+    meta = dict(meta)
+    if "provenance" not in meta:
         raise BankFileError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a "
                             "run's dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
+    if held_back_path is not None and meta.get("held_back"):
+        checkpoints.atomic_write(Path(held_back_path), meta["held_back"])
     return bank.merge_from(path)
 
 
@@ -170,7 +174,9 @@ class Trainer:
                     if cfg.init_bank:
                         seed_bank(self.bank, cfg.init_bank)
                     if cfg.bank:
-                        copy_bank(self.bank, cfg.bank)
+                        from lopd_train.experience.build import HELD_BACK
+
+                        copy_bank(self.bank, cfg.bank, held_back_path=self.out / HELD_BACK)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
         self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
@@ -472,6 +478,13 @@ class Trainer:
             self._pig_held = [replay_trace(self.envs[0], self.tokenizer, tr, self.cfg.sampling())
                               for tr in read_held_back(self.out / HELD_BACK)]
         if not self._pig_held:
+            if not getattr(self, "_pig_warned", False):  # say it once: an empty metric must not look like a zero one
+                self._pig_warned = True
+                from tqdm.auto import tqdm
+
+                tqdm.write(f"warning: --pig-every {self.cfg.pig_every} measures nothing: no successes were held back "
+                           "from the bank (a run that builds its bank holds back --pig-trajectories; a bank from "
+                           "`lopd bank build` needs --hold-back N)")
             return {}
         held = self._pig_held
         exps = self.retriever.retrieve([t.task for t in held], k=self.cfg.top_j)

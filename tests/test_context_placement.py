@@ -113,3 +113,31 @@ def test_every_teacher_view_puts_its_context_in_the_task_turn(tmp_path, algo):
     else:
         assert "CONTEXT" in tok.decode(block)
     assert ids[-3:] == [70, 71, tok.eos_token_id] and masks[0].tolist()[-3:] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("where", ["system", "demonstration", "task", "tools", "everywhere"])
+def test_a_prompt_that_contains_the_placement_marker_still_gets_its_context_in_the_task_turn(where):
+    """The task's turn is found by rendering the prompt with a marker at its start; a hostile task, tool
+    description or demonstration holding that very marker text must not move the context to where it sits."""
+    import copy
+
+    _, tok = models.tiny_model()
+    obs, tools = few_shot_opening()
+    obs, tools = copy.deepcopy(obs), copy.deepcopy(tools)
+    marks = [context._MARK, f"{context._MARK[:-1]}-1{context._MARK[-1]}"]
+    planted = " ".join(marks)
+    k = context.task_message_index(obs)
+    if where in ("system", "everywhere"):
+        obs[0]["content"] += planted
+    if where in ("demonstration", "everywhere"):
+        obs[1]["content"] = planted + obs[1]["content"]
+    if where in ("task", "everywhere"):
+        obs[k]["content"] += " " + planted
+    if where in ("tools", "everywhere"):
+        tools[0]["description"] = planted + tools[0].get("description", "")
+    prompt = models.encode(tok, models.render_chat(tok, obs, tools))
+    cp = context.context_prompt(tok, prompt, obs, tools, n_latent=5)
+    header = models.encode(tok, "<|im_start|>user\n")  # found by tokens: the planted text is not single-byte
+    start = max(i for i in range(len(prompt)) if prompt[i:i + len(header)] == header) + len(header)
+    assert cp.insert_at == start and inserted_at(prompt, cp.input_ids) == start
+    assert context.unused_mark(planted) not in planted

@@ -79,15 +79,26 @@ def task_message_index(messages: list[dict[str, Any]]) -> int:
     return users[-1]
 
 
+def unused_mark(text: str) -> str:
+    """A marker string that does not occur in ``text``: the prompt (a task, a tool description, a
+    demonstration) could hold our marker, and then the context would be placed at that earlier occurrence."""
+    mark, n = _MARK, 0
+    while mark in text:
+        n += 1
+        mark = f"{_MARK[:-1]}-{n}{_MARK[-1]}"
+    return mark
+
+
 def task_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
                     tools: list[dict[str, Any]] | None, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> int:
     """Index into ``prompt_ids`` where the content of the task's user message (:func:`task_message_index`)
     begins, as the rollout rendered it."""
     k = task_message_index(messages)
+    mark = unused_mark(json.dumps([messages, tools], ensure_ascii=False, default=str))
     marked = [dict(m) for m in messages]
-    marked[k]["content"] = _MARK + str(marked[k].get("content") or "")
+    marked[k]["content"] = mark + str(marked[k].get("content") or "")
     text = models.render_chat(tokenizer, marked, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
-    head = models.encode(tokenizer, text.split(_MARK, 1)[0])
+    head = models.encode(tokenizer, text.split(mark, 1)[0])
     if list(prompt_ids[:len(head)]) != head:
         raise ValueError("cannot place the context: the prompt's tokens do not split at the start of the task's "
                          "user message (does the chat template or the tool listing differ from the rollout's?)")

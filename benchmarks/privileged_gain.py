@@ -10,7 +10,8 @@ On a setting (env, prompt, model: a lopd-train config), this script
 3. cold-starts the composer in segments and, at each of ``--cold-start`` steps (e.g. 0,50,200,1000), measures
    the latent PIG against its controls (zero latents, random latents, another task's latents) and the text
    upper bound, all with 95% bootstrap intervals, on all tokens and on the decisive ones;
-4. optionally (``--success-samples N``) the teacher's sampled success rate with no context, text and latents.
+4. optionally (``--success-samples N``) the teacher's sampled success rate with no context, text and latents,
+   and with latents composed from another task's experiences (the control).
 
 Writes ``results.json``, ``results.md`` and ``pig_vs_cold_start.png`` into ``--out``. The cold start is long on a
 CPU (1,000 steps are hours), so the state (bank, held-back successes, composer and its optimiser, the report so
@@ -184,6 +185,9 @@ def main(argv=None) -> int:
             row["sampled_success"] = {k: diagnostics.sampled_success(algo, trainer.envs[0], held, exps, kind=k,
                                                                      samples=args.success_samples)
                                       for k in ("none", "text", "latent")}
+            # the control: latents composed, for the same task, from another task's experiences
+            row["sampled_success"]["other"] = diagnostics.sampled_success(
+                algo, trainer.envs[0], held, others, kind="latent", samples=args.success_samples)
         row["seconds"] = round(time.time() - t1, 1)
         report["cold_start"].append(row)
         save_state(saved, args, algo, report, done)
@@ -268,11 +272,14 @@ def write(out: Path, report: dict) -> None:
                      f"{fmt_gain(r['latent@decisive'])} |")
     if any("sampled_success" in r for r in report["cold_start"]):
         lines += ["", "Teacher's sampled success on the held-back tasks:", "",
-                  "| cold-start steps | no context | text | latents |", "|---:|---:|---:|---:|"]
+                  "| cold-start steps | no context | text | latents | another task's latents |",
+                  "|---:|---:|---:|---:|---:|"]
         for r in report["cold_start"]:
             s = r.get("sampled_success")
             if s:
-                lines.append(f"| {r['cold_start_steps']} | {s['none']:.3f} | {s['text']:.3f} | {s['latent']:.3f} |")
+                other = f"{s['other']:.3f}" if "other" in s else "not measured"
+                lines.append(f"| {r['cold_start_steps']} | {s['none']:.3f} | {s['text']:.3f} | {s['latent']:.3f} "
+                             f"| {other} |")
     (out / "results.md").write_text("\n".join(lines) + "\n")
     rows = report["cold_start"]
     if rows:

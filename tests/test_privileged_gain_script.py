@@ -138,3 +138,13 @@ def test_bad_arguments_are_refused_before_any_model_loads(script, capsys, flag, 
 def test_list_arguments_parse_to_lists(script):
     args = script.parse(["--config", "c.toml", "--out", "o", "--cold-start", "0, 50,1000", "--formats", "trace"])
     assert args.cold_start == [0, 50, 1000] and args.formats == ["trace"] and args.top_j == [1, 3]
+
+
+def test_sampled_success_has_the_other_task_control(script, tmp_path):
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(CONFIG)
+    res = run(script, cfg, tmp_path / "out", "1", "--success-samples", "1")
+    for row in res["cold_start"]:
+        assert set(row["sampled_success"]) == {"none", "text", "latent", "other"}
+        assert all(0.0 <= v <= 1.0 for v in row["sampled_success"].values())
+    assert "another task's latents" in (tmp_path / "out" / "results.md").read_text()

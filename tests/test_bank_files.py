@@ -160,3 +160,13 @@ def test_lopd_train_says_what_is_wrong_with_an_input_file_in_one_line(tmp_path, 
     with pytest.raises(SystemExit) as exit_:
         train_main(["--resume", "--output-dir", str(run3)])
     assert "config.json is not readable JSON" in str(exit_.value)
+
+
+def test_a_folder_or_a_missing_file_given_as_a_bank_is_named_as_such(tmp_path):
+    with pytest.raises(BankFileError, match="not a file"):
+        ExperienceBank(tmp_path)
+    with pytest.raises(BankFileError, match="not a file"):
+        read_bank_file(tmp_path)
+    with pytest.raises(BankFileError, match="no such bank file"):
+        read_bank_file(tmp_path / "missing.sqlite")
+    assert not (tmp_path / "missing.sqlite").exists()

@@ -80,7 +80,7 @@ _REQUIRED = ("key", "env_id", "task_id", "task", "text", "reward", "rollout", "t
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     if not path.is_file():
-        raise BankFileError(f"{path}: no such bank file")
+        raise BankFileError(f"{path}: {'not a file' if path.exists() else 'no such bank file'}")
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 

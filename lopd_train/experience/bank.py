@@ -170,7 +170,7 @@ class ExperienceBank:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        if self.path.exists() and self.path.stat().st_size:
+        if self.path.exists() and (not self.path.is_file() or self.path.stat().st_size):
             check_bank_file(self.path)  # never write our tables into some other file, nor half-use a corrupt one
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -148,3 +148,30 @@ def test_sampled_success_has_the_other_task_control(script, tmp_path):
         assert set(row["sampled_success"]) == {"none", "text", "latent", "other"}
         assert all(0.0 <= v <= 1.0 for v in row["sampled_success"].values())
     assert "another task's latents" in (tmp_path / "out" / "results.md").read_text()
+
+
+def test_pig_of_a_kept_checkpoint_is_measured_without_touching_the_run(tmp_path):
+    """``benchmarks/pig_of_checkpoint.py`` forks a LOPD run's cold-start checkpoint and measures PIG there with
+    the run's own code path; the run folder is left as it was."""
+    import lopd_train.testing  # noqa: F401
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import train
+
+    spec = importlib.util.spec_from_file_location("pig_of_checkpoint", ROOT / "benchmarks" / "pig_of_checkpoint.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    run = tmp_path / "run"
+    train(TrainConfig(model="tiny-random", env="lopd-test/Coin-v0", category="all", steps=1, tasks_per_step=2,
+                      group_size=2, max_new_tokens=8, num_latents=4, qformer_dim=32, qformer_layers=1,
+                      experience_tokens=64, lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8,
+                      progress=False, export=False, tensorboard=False, output_dir=str(run), cold_start_steps=2,
+                      cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=6, pig_trajectories=2,
+                      pig_every=1, tasks="heads_0,heads_1,tails_0,tails_1"))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert mod.main([str(run), "--json", str(tmp_path / "pig.json")]) == 0
+    got = json.loads((tmp_path / "pig.json").read_text())
+    assert got["checkpoint"] == "cold-start" and got["step"] == 0
+    assert {"pig_text", "pig_latent", "pig_zero"} <= set(got)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    with pytest.raises(SystemExit):
+        mod.main([str(run), "--checkpoint", "nowhere"])

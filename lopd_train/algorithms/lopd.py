@@ -46,11 +46,14 @@ knob                  reference               ours (default)          why
                                                                       Q-Former of width 256, not 8 shared layers
 ``--composer-lora-r`` r = 8, α = 16           8 / 16                  same
 ``--cold-start-steps``  1,000 at batch 8      100 at batch 8          CPU budget; the main job uses a few steps
-``--temperature``     0.7, top-p .95, top-k 20  1.0, no top-k/top-p   our sampler's log-probs are the policy's
-                                                                      (the reference's KL never uses them)
+``--temperature``     0.7, top-p .95, top-k 20  0.7, 0.95, 20         same (configurable; the recorded log-probs
+                                                                      are the untruncated policy's)
 ``--experience-format``  full chat transcript  ``chat``               same; ``trace`` is our compact trace
 ``--experience-tokens``  whole trajectory      256 (tail kept)        CPU budget
-retrieval             self-retrieval allowed  own task group excluded  the teacher must not see the answer itself
+``--bank-mode``       fixed bank, built first  ``reference``          same: sampled before training, keyed and
+                      (same task retrievable)                         queried by the instruction, same-task
+                                                                      experiences retrieved, never the scored
+                                                                      trajectory; ``dynamic`` is study v1's bank
 Q-Former              Perceiver resampler,    2 layers, width 256     not changed in this revision (small model)
                       8 shared layers
 ====================  ======================  ======================  ==============================================

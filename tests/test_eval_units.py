@@ -37,6 +37,16 @@ def test_a_bad_line_before_the_last_is_corruption(tmp_path):
         read_records(path)
 
 
+@pytest.mark.parametrize("bad", ["[1, 2]", "3", '"text"', "null", "[" * 100_000])
+def test_a_line_that_is_json_but_not_an_object_is_damage_too(tmp_path, bad):
+    path = tmp_path / "records.jsonl"
+    path.write_text(f'{{"task_id": "a"}}\n{bad}\n{{"task_id": "b"}}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        read_records(path)
+    path.write_text(f'{{"task_id": "a"}}\n{bad}\n')  # as the last line: a torn write, dropped
+    assert read_records(path) == [{"task_id": "a"}]
+
+
 # ----------------------------------------------------------------------------------------------- model specs
 
 def test_adapter_folder_names_its_base(tmp_path):

@@ -31,7 +31,9 @@ def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
         line = data[pos:] if end < 0 else data[pos:end]
         try:
             record = json.loads(line) if end >= 0 else None
-        except ValueError:
+        except (ValueError, RecursionError):
+            record = None
+        if not isinstance(record, dict):  # every record is a JSON object; anything else is damage
             record = None
         if record is None:
             rest = data[end + 1:] if end >= 0 else b""

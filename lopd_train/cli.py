@@ -99,12 +99,13 @@ def train_main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from lopd_envs.trace import TraceError
     from lopd_train.algorithms.lopd import ColdStartError
+    from lopd_train.evaluation.records import RecordsError
     from lopd_train.experience.bank import BankFileError
     from lopd_train.training.trainer import train
 
     try:
         result = train(cfg, resume=args.resume)
-    except (ColdStartError, BankFileError, TraceError) as e:  # bad settings or input files, each with a remedy
+    except (ColdStartError, BankFileError, TraceError, RecordsError) as e:  # bad settings or files, each with a remedy
         raise SystemExit(f"lopd-train: {e}") from None
     last = result.get("last") or {}
     print(json.dumps({"output_dir": cfg.output_dir, "step": result["step"], "rollouts": result["rollouts"],
@@ -152,8 +153,12 @@ def eval_main(argv: list[str] | None = None) -> int:
     cfg, args = eval_config_from_args(argv)
     quiet_known_warnings()
     from lopd_train import evaluation
+    from lopd_train.evaluation.records import RecordsError
 
-    results = evaluation.run_eval(cfg)
+    try:
+        results = evaluation.run_eval(cfg)
+    except RecordsError as e:  # a damaged records.jsonl on --resume: say which line, leave the file as it is
+        raise SystemExit(f"lopd-eval: {e}") from None
     print(evaluation.report.markdown(results))
     if args.out:
         evaluation.write_legacy_summary(results, evaluation.read_records(Path(cfg.output) / "records.jsonl"),

@@ -170,3 +170,18 @@ def test_a_folder_or_a_missing_file_given_as_a_bank_is_named_as_such(tmp_path):
     with pytest.raises(BankFileError, match="no such bank file"):
         read_bank_file(tmp_path / "missing.sqlite")
     assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_lopd_train_names_a_damaged_metrics_row_on_resume_in_one_line(tmp_path):
+    from lopd_train.cli import train_main
+
+    out = tmp_path / "run"
+    argv = ["--model", "tiny-random", "--env", "lopd-test/Coin-v0", "--category", "all", "--algo", "grpo",
+            "--steps", "1", "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "8", "--lora-r", "4",
+            "--lora-alpha", "8", "--no-progress", "--no-export", "--output-dir", str(out)]
+    assert train_main(argv) == 0
+    rows = (out / "metrics.jsonl").read_text().splitlines()
+    (out / "metrics.jsonl").write_text("\n".join(["[1, 2]", *rows]) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        train_main(argv + ["--steps", "2", "--resume"])  # the later --steps wins
+    assert str(exit_.value).startswith("lopd-train: ") and "metrics.jsonl: line 1 is not a JSON record" in str(exit_.value)

@@ -17,6 +17,10 @@ def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
     return (record["env"], record["task_id"], int(record["sample"]))
 
 
+class RecordsError(ValueError):
+    """A JSONL file of records (evaluation records, a run's metrics or points) damaged before its last line."""
+
+
 def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
     """Every complete record in ``path`` (none if it does not exist). A last line without its newline, or
     one that is not JSON, is a torn write: it is ignored, and with ``repair`` truncated off the file. A
@@ -38,7 +42,7 @@ def read_records(path: Path, repair: bool = False) -> list[dict[str, Any]]:
         if record is None:
             rest = data[end + 1:] if end >= 0 else b""
             if rest.strip():
-                raise ValueError(f"{path}: line {len(out) + 1} is not a JSON record (and is not the last line)")
+                raise RecordsError(f"{path}: line {len(out) + 1} is not a JSON record (and is not the last line)")
             if repair:
                 with open(path, "r+b") as fh:
                     fh.truncate(pos)

@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from lopd_envs.actions import AssistantTurn, Reaction
 from lopd_envs.jsonvalue import NotJSON, json_value
@@ -180,16 +180,21 @@ class Trace:
 _FIELDS = tuple(Trace.__dataclass_fields__)
 
 
-def read_traces(path: str | Path) -> list[Trace]:
-    """Traces from a JSONL file, one per non-empty line; a bad line is a :class:`TraceError` naming the file
-    and the line, so a corrupt file is never half-read into a bank."""
+def parse_trace_lines(lines: Iterable[str | bytes], where: str) -> list[Trace]:
+    """Traces from JSONL lines (blank ones skipped); a bad line is a :class:`TraceError` naming ``where`` and
+    the line, so a corrupt source is never half-read into a bank."""
     traces = []
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-                if line.strip():
-                    traces.append(Trace.from_json(line))
-            except (TraceError, UnicodeDecodeError) as exc:
-                raise TraceError(f"{path}, line {n}: {exc}") from None
+    for n, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            if line.strip():
+                traces.append(Trace.from_json(line))
+        except (TraceError, UnicodeDecodeError) as exc:
+            raise TraceError(f"{where}, line {n}: {exc}") from None
     return traces
+
+
+def read_traces(path: str | Path) -> list[Trace]:
+    """Traces from a JSONL file, one per non-empty line (:func:`parse_trace_lines`)."""
+    with open(path, "rb") as f:
+        return parse_trace_lines(f, str(path))

@@ -185,3 +185,12 @@ def test_lopd_train_names_a_damaged_metrics_row_on_resume_in_one_line(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         train_main(argv + ["--steps", "2", "--resume"])  # the later --steps wins
     assert str(exit_.value).startswith("lopd-train: ") and "metrics.jsonl: line 1 is not a JSON record" in str(exit_.value)
+
+
+def test_corrupt_held_back_successes_refuse_the_bank_naming_the_line(tmp_path):
+    src = built_bank(tmp_path / "ref.sqlite")
+    bank = ExperienceBank(src)
+    bank.set_meta("held_back", trace("t1").to_json() + "\n{broken\n")
+    bank.close()
+    with pytest.raises(BankFileError, match="held-back successes, line 2: not JSON"):
+        copy_bank(ExperienceBank(tmp_path / "run.sqlite"), str(src))

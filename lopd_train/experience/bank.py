@@ -78,28 +78,28 @@ class BankFileError(ValueError):
 _REQUIRED = ("key", "env_id", "task_id", "task", "text", "reward", "rollout", "trace")
 
 
-def _connect_read_only(path: Path) -> sqlite3.Connection:
+def _open_bank(path: Path) -> tuple[sqlite3.Connection, set[str]]:
+    """A read-only connection to a bank file and its ``experiences`` columns; refuses a file that is not a
+    bank (not SQLite, or SQLite without the bank's table and columns), which is therefore never modified."""
     if not path.is_file():
         raise BankFileError(f"{path}: {'not a file' if path.exists() else 'no such bank file'}")
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
-def check_bank_file(path: str | Path) -> None:
-    """Refuse a file that is not an experience bank: not SQLite, or SQLite without the bank's table and
-    columns. Read-only, so a wrong path is never modified."""
-    path = Path(path)
+    src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        src = _connect_read_only(path)
-        try:
-            columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
-        finally:
-            src.close()
+        columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
     except sqlite3.Error as exc:
+        src.close()
         raise BankFileError(f"{path} is not an experience bank (SQLite: {exc})") from None
     missing = [c for c in _REQUIRED if c not in columns]
     if missing:
+        src.close()
         raise BankFileError(f"{path} is not an experience bank: its 'experiences' table lacks {missing}"
                             if columns else f"{path} is not an experience bank: it has no 'experiences' table")
+    return src, columns
+
+
+def check_bank_file(path: str | Path) -> None:
+    """Refuse a file that is not an experience bank (:func:`_open_bank`)."""
+    _open_bank(Path(path))[0].close()
 
 
 def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
@@ -107,23 +107,20 @@ def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
     read-only and checked: each row's fields have their types and its trace reads back as a
     :class:`~lopd_envs.trace.Trace` of the row's env and task, so a corrupt bank is refused whole with the
     row named, never merged in part nor discovered later inside a cold start."""
-    from lopd_envs.trace import Trace, TraceError
+    from lopd_envs.trace import Trace, TraceError, parse_trace_lines
 
     path = Path(path)
-    check_bank_file(path)
+    src, columns = _open_bank(path)
     try:
-        src = _connect_read_only(path)
-        try:
-            columns = {r[1] for r in src.execute("PRAGMA table_info(experiences)")}
-            success = "success" if "success" in columns else "1"
-            rows = src.execute(f"SELECT id, key, env_id, task_id, task, text, reward, rollout, trace, {success} "
-                               "FROM experiences ORDER BY id").fetchall()
-            has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-            meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
-        finally:
-            src.close()
+        success = "success" if "success" in columns else "1"
+        rows = src.execute(f"SELECT id, key, env_id, task_id, task, text, reward, rollout, trace, {success} "
+                           "FROM experiences ORDER BY id").fetchall()
+        has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+        meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
     except sqlite3.Error as exc:
         raise BankFileError(f"{path}: cannot read the bank (SQLite: {exc})") from None
+    finally:
+        src.close()
     for row in rows:
         rid, key, env_id, task_id, task, text, reward, rollout, trace, ok = row
         where = f"{path}, experience id {rid}"
@@ -143,12 +140,10 @@ def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
         if name == "provenance":
             _provenance(value, path)
         elif name == "held_back":
-            for n, line in enumerate(str(value).splitlines(), 1):
-                try:
-                    if line.strip():
-                        Trace.from_json(line)
-                except TraceError as exc:
-                    raise BankFileError(f"{path}: held-back success {n} cannot be read ({exc})") from None
+            try:
+                parse_trace_lines(str(value).splitlines(), f"{path}: held-back successes")
+            except TraceError as exc:
+                raise BankFileError(str(exc)) from None
     return [r[1:] for r in rows], meta
 
 
@@ -241,10 +236,10 @@ class ExperienceBank:
     def held_back(self) -> list[Any]:
         """The successes held back when the bank was built (:mod:`lopd_train.experience.build`): never among
         its experiences, scored by the PIG diagnostic."""
-        from lopd_envs.trace import Trace
+        from lopd_envs.trace import parse_trace_lines
 
         row = self._db.execute("SELECT value FROM meta WHERE name = 'held_back'").fetchone()
-        return [Trace.from_json(line) for line in row[0].splitlines() if line.strip()] if row else []
+        return parse_trace_lines(row[0].splitlines(), f"{self.path}: held-back successes") if row else []
 
     def snapshot(self, dest: str | Path) -> None:
         """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder."""
@@ -255,7 +250,11 @@ class ExperienceBank:
 
     def merge_from(self, other: str | Path) -> int:
         """Insert the experiences of another bank file that this one lacks (by key); returns how many."""
-        rows, meta = read_bank_file(other)
+        return self.insert(*read_bank_file(other))
+
+    def insert(self, rows: Sequence[tuple], meta: Sequence[tuple]) -> int:
+        """Insert rows and meta as :func:`read_bank_file` returns them (those this bank lacks, by key) in one
+        transaction; returns how many experiences were new."""
         with self._lock:
             before = len(self)
             self._db.execute("BEGIN IMMEDIATE")

@@ -91,14 +91,14 @@ def copy_bank(bank, source: str, held_back_path: Path | None = None) -> int:
     path = Path(source)
     if not path.is_file():
         raise FileNotFoundError(f"--bank {source}: no such file (build one with `lopd bank build`)")
-    _, meta = read_bank_file(path)  # read-only and checked row by row
-    meta = dict(meta)
-    if "provenance" not in meta:
+    rows, meta = read_bank_file(path)  # read-only and checked row by row
+    info = dict(meta)
+    if "provenance" not in info:
         raise BankFileError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a "
                             "run's dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
-    if held_back_path is not None and meta.get("held_back"):
-        checkpoints.atomic_write(Path(held_back_path), meta["held_back"])
-    return bank.merge_from(path)
+    if held_back_path is not None and info.get("held_back"):
+        checkpoints.atomic_write(Path(held_back_path), info["held_back"])
+    return bank.insert(rows, meta)
 
 
 def seed_bank(bank, source: str) -> int:

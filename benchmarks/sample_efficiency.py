@@ -143,13 +143,24 @@ def plan(names: Sequence[str], seeds: Sequence[int] | None) -> list[Run]:
     return runs
 
 
-def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool) -> dict[str, Any]:
+def start_points_source(runs: Sequence[Run]) -> Run | None:
+    """The run whose points at 0 rollouts every other unforked run takes (``--eval-start-from``): the first
+    unforked run of the plan. At 0 rollouts every arm's student is the untrained backbone, evaluated on the same
+    tasks with the same settings, so one evaluation serves all (``lopd_train.training.heldout``); a run that
+    starts before the source has its point evaluates its own. Forked runs copy their source's records anyway."""
+    return next((r for r in runs if not r.variant.fork_from), None)
+
+
+def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool,
+               start_from: Run | None = None) -> dict[str, Any]:
     base = TINY if tiny else COMMON
     per_step = base["tasks_per_step"] * base["group_size"]
     settings = dict(run.variant.settings)
     if tiny:  # the toy's sizes win over the study's
         settings = {k: v for k, v in settings.items() if k not in TINY}
     fork = {"init_from": str(cold_start_of(out, run))} if run.variant.fork_from else {}
+    if not fork and start_from is not None and start_from.name != run.name:
+        fork = {"eval_start_from": str(out / "runs" / start_from.name)}
     return {**base, "algo": run.variant.algo, **settings, "seed": run.seed,
             "rollout_budget": budget, "steps": math.ceil(budget / per_step), "eval_every_rollouts": every,
             "output_dir": str(out / "runs" / run.name), **fork}
@@ -595,12 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             study_cmd.strip() + (" --resume" if "--resume" not in study_cmd else ""), "```", "",
             "One run by hand (the same settings; `--resume` also starts a new run):", "", "```bash"]
     configs = {}
+    source = start_points_source(runs)
     for run in runs:
-        cfg = run_config(run, out, args.budget, args.eval_every, args.tiny)
+        cfg = run_config(run, out, args.budget, args.eval_every, args.tiny, start_from=source)
         path = out / "configs" / f"{run.name}.toml"
         shown = dict(cfg, output_dir=display_path(Path(cfg["output_dir"])))  # relative to the checkout
-        if "init_from" in cfg:
-            shown["init_from"] = display_path(Path(cfg["init_from"]))
+        for key in ("init_from", "eval_start_from"):
+            if key in cfg:
+                shown[key] = display_path(Path(cfg[key]))
         path.write_text(f"# {run.variant.about}\n" + to_toml(shown))
         configs[run.name] = cfg
         cmds.append(command(path))

@@ -101,11 +101,13 @@ def train_main(argv: list[str] | None = None) -> int:
     from lopd_train.algorithms.lopd import ColdStartError
     from lopd_train.evaluation.records import RecordsError
     from lopd_train.experience.bank import BankFileError
+    from lopd_train.training.heldout import StartPointError
     from lopd_train.training.trainer import train
 
     try:
         result = train(cfg, resume=args.resume)
-    except (ColdStartError, BankFileError, TraceError, RecordsError) as e:  # bad settings or files, each with a remedy
+    except (ColdStartError, BankFileError, TraceError, RecordsError, StartPointError) as e:
+        # bad settings or files, each with a remedy
         raise SystemExit(f"lopd-train: {e}") from None
     last = result.get("last") or {}
     print(json.dumps({"output_dir": cfg.output_dir, "step": result["step"], "rollouts": result["rollouts"],

@@ -242,6 +242,12 @@ class HeldoutSection:
                                             "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
                                             "held-out reward")
     eval_batch_size: int = knob(8, "held-out episodes generated together")
+    eval_start_from: str | None = knob(None, "a run folder whose points at 0 rollouts (held-out and training tasks) "
+                                             "a new run takes instead of evaluating its untrained student again: "
+                                             "at 0 rollouts every run's student is the backbone (a fresh LoRA adds "
+                                             "exactly zero) and a greedy evaluation of named tasks ignores the "
+                                             "seed. Refused when the evaluation settings or tasks differ; a source "
+                                             "without that point yet leaves the run to evaluate its own")
     rollout_budget: int = knob(0, "stop once this many rollouts are spent (cold start included), even before "
                                   "--steps; 0: no limit")
 
@@ -322,6 +328,9 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
         if self.freeze_composer and self.cold_start_steps <= 0:
             raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
                              "the composer would stay at its random initialisation")
+        if self.eval_start_from and self.init_from:
+            raise ValueError("--eval-start-from and --init-from: a run started from another run's checkpoint "
+                             "already copies that run's evaluation points")
         if self.bank_samples < 1:
             raise ValueError("--bank-samples must be at least 1")
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train.config import TrainConfig
@@ -169,3 +170,110 @@ def test_a_new_run_never_keeps_an_earlier_runs_points(tmp_path):
         got = read_points(out / name)
         assert [p["milestone"] for p in got] == [0, 4], name
         assert all(p["mean_reward"] != 9.0 for p in got), name
+
+
+# ------------------------------------------------------------------ --eval-start-from: one point 0 per setting
+
+def _timeless(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if "seconds" not in k and k not in ("time", "seed")} for r in records]
+
+
+def test_the_untrained_student_evaluates_the_same_whatever_its_seed_rank_or_algorithm(tmp_path):
+    """What ``--eval-start-from`` rests on: before any update the student is the backbone (a fresh LoRA adds
+    exactly zero) and a greedy evaluation of named tasks draws nothing from the seed, so two runs that differ
+    in seed, LoRA rank and algorithm produce the very same episodes at 0 rollouts (text included)."""
+    from lopd_train import models
+
+    a = Trainer(cfg(tmp_path / "a", seed=0, lora_r=4, algo="grpo", eval_batch_size=2))
+    b = Trainer(cfg(tmp_path / "b", seed=7, lora_r=8, lora_alpha=16, algo="opsd", eval_batch_size=2))
+    try:
+        ids = torch.arange(3, 40)[None]
+        with torch.no_grad():
+            for t in (a, b):  # the student adapter, as built, changes no logit at all
+                with models.adapter(t.policy, "student"):
+                    student = t.policy(input_ids=ids).logits
+                with models.base_only(t.policy):
+                    base = t.policy(input_ids=ids).logits
+                assert torch.equal(student, base)
+            first = a.heldout.evaluate(a.policy, a.tokenizer)
+            second = b.heldout.evaluate(b.policy, b.tokenizer)
+        assert len(first) == 2 and all(r["trace"]["steps"] for r in first)  # episodes with generated text
+        assert _timeless(first) == _timeless(second)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_eval_start_from_takes_the_source_runs_point_zero_and_evaluates_the_rest(tmp_path, capsys):
+    """A new run with ``--eval-start-from`` writes the source's points at 0 rollouts (held-out and training
+    tasks) as its own, marked ``copied_from``, evaluates every later milestone itself, and trains exactly as
+    a run that evaluated its own point 0 (whose point 0 is the same)."""
+    from lopd_train.cli import train_main
+
+    source = tmp_path / "source"
+    train(cfg(source, steps=1, eval_training_tasks=True))
+    own = tmp_path / "own"
+    train(cfg(own, steps=2, seed=3, eval_training_tasks=True))
+    copied = tmp_path / "copied"
+    train(cfg(copied, steps=2, seed=3, eval_training_tasks=True, eval_start_from=str(source)))
+    assert "taken from" in capsys.readouterr().err
+    for name in ("heldout.jsonl", "train_eval.jsonl"):
+        src, mine, got = (read_points(d / name) for d in (source, own, copied))
+        assert [p["milestone"] for p in got] == [0, 4, 8], name
+        assert got[0]["copied_from"] == str(source) and got[0]["rewards"] == src[0]["rewards"] == mine[0]["rewards"]
+        assert all("copied_from" not in p for p in got[1:])
+        assert [p["rewards"] for p in got[1:]] == [p["rewards"] for p in mine[1:]], name
+    keys = ("rollouts", "reward_mean", "loss")
+    assert ([{k: r.get(k) for k in keys} for r in metrics(copied)]
+            == [{k: r.get(k) for k in keys} for r in metrics(own)])
+
+    # the same through the command line, and a source that has no point at 0 rollouts yet: evaluated here
+    empty = tmp_path / "empty"
+    train(cfg(empty, steps=1, eval_every_rollouts=0, tasks="heads_0,heads_1,tails_0,tails_1"))
+    assert train_main(["--model", "tiny-random", "--env", "lopd-test/Coin-v0", "--category", "all", "--algo", "grpo",
+                       "--steps", "1", "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "8",
+                       "--lora-r", "4", "--lora-alpha", "8", "--no-progress", "--no-export", "--no-tensorboard",
+                       "--eval-every-rollouts", "4", "--eval-tasks", HELD, "--output-dir", str(tmp_path / "cli"),
+                       "--eval-start-from", str(empty)]) == 0
+    assert "no point at 0 rollouts yet; evaluated here" in capsys.readouterr().err
+    got = points(tmp_path / "cli")
+    assert [p["milestone"] for p in got] == [0, 4] and "copied_from" not in got[0]
+
+
+@pytest.mark.parametrize("change, named", [
+    ({"max_new_tokens": 9}, "max_new_tokens 9 here, 8 there"),
+    ({"eval_batch_size": 3}, "eval_batch_size"),
+    ({"env_kwargs": '{"max_turns": 1}'}, "env_kwargs"),
+    ({"eval_tasks": "heads_2,tails_3"}, "covers other tasks"),
+])
+def test_eval_start_from_refuses_a_run_of_other_evaluation_settings(tmp_path, change, named):
+    """Any setting a greedy evaluation depends on, or another task set, makes the source's point 0 not this
+    run's: refused with the difference named, before any step (the seed and the algorithm may differ)."""
+    from lopd_train.training.heldout import StartPointError
+
+    source = tmp_path / "source"
+    train(cfg(source, steps=1))
+    run = tmp_path / "run"
+    with pytest.raises(StartPointError, match=named):
+        train(cfg(run, steps=1, seed=5, eval_start_from=str(source), **change))
+    assert not (run / "metrics.jsonl").exists() and not read_points(run / "heldout.jsonl")
+
+
+def test_eval_start_from_needs_a_run_folder_and_is_not_for_forks(tmp_path):
+    from lopd_train.training.heldout import StartPointError
+
+    with pytest.raises(StartPointError, match="not a run folder"):
+        train(cfg(tmp_path / "run", steps=1, eval_start_from=str(tmp_path / "nowhere")))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text("{not json")
+    with pytest.raises(StartPointError, match="not readable JSON"):
+        train(cfg(tmp_path / "run2", steps=1, eval_start_from=str(tmp_path / "bad")))
+    with pytest.raises(ValueError, match="--init-from"):
+        cfg(tmp_path / "run3", eval_start_from=str(tmp_path / "bad"), init_from=str(tmp_path / "x"))
+    from lopd_train.cli import train_main
+
+    with pytest.raises(SystemExit, match=r"^lopd-train: --eval-start-from .*not a run folder"):  # one line
+        train_main(["--model", "tiny-random", "--env", "lopd-test/Coin-v0", "--category", "all", "--steps", "1",
+                    "--algo", "grpo", "--no-progress", "--no-export", "--no-tensorboard", "--eval-every-rollouts", "4",
+                    "--eval-tasks", HELD, "--output-dir", str(tmp_path / "run4"),
+                    "--eval-start-from", str(tmp_path / "nowhere")])

@@ -54,6 +54,24 @@ def test_run_config_spends_the_budget_including_bank_and_cold_start():
     assert "bank_samples" not in grpo and "cold_start_steps" not in grpo
 
 
+def test_every_unforked_run_takes_point_zero_from_the_first_planned_one():
+    """One evaluation of the untrained student serves the study: each unforked run names the first planned run
+    in --eval-start-from; that run evaluates its own, and forks copy their source's records instead."""
+    runs = se.plan([v.name for v in se.VARIANTS], None)
+    source = se.start_points_source(runs)
+    assert source.name == "lopd-s0"
+    cfgs = {r.name: se.run_config(r, Path("/x"), 512, 128, tiny=False, start_from=source) for r in runs}
+    assert "eval_start_from" not in cfgs["lopd-s0"]
+    assert cfgs["grpo-s2"]["eval_start_from"] == cfgs["sdft-s0"]["eval_start_from"] == "/x/runs/lopd-s0"
+    forked = [n for n, c in cfgs.items() if "init_from" in c]
+    assert forked and all("eval_start_from" not in cfgs[n] for n in forked)
+    assert sum("eval_start_from" in c for c in cfgs.values()) == len(runs) - 1 - len(forked)
+    from lopd_train.config import TrainConfig
+
+    for c in cfgs.values():  # every config is one the trainer accepts
+        TrainConfig(**{k: v for k, v in c.items()})
+
+
 def test_paired_difference_cancels_task_difficulty_and_brackets_the_mean():
     a = {f"t{i}": float(i % 2) for i in range(40)}
     b = {f"t{i}": 0.0 for i in range(40)}

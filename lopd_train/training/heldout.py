@@ -19,6 +19,15 @@ rollouts but never touch the student) repeats that point (``"reused_from"``) ins
 The same evaluator, with ``filename=TRAIN_EVAL_FILE``, scores the student greedily on the tasks it trains on
 (``--eval-training-tasks``): the reward RL optimises, beside the held-out reward that says whether it
 generalises.
+
+**The point at 0 rollouts is the same for every run of a setting** (``--eval-start-from``). Before any update the
+student is the backbone itself: a fresh LoRA adapter's B matrices are zero, so it adds exactly zero, whatever its
+rank, seed or algorithm; and a greedy evaluation of named tasks draws nothing from the seed (the env's generator
+only picks a task when none is named, the sampler is greedy). So a new run may take its points at 0 rollouts
+from another run (:func:`adopt_start_points`) instead of spending an evaluation on the same weights, provided
+the settings that shape an evaluation (:data:`EVAL_SETTINGS`) and the task set are the same; it is refused
+otherwise, and a source without such a point yet leaves the run to evaluate its own. An adopted point keeps its
+source (``"copied_from"``).
 """
 
 from __future__ import annotations
@@ -71,6 +80,66 @@ def read_points(path: Path) -> list[dict[str, Any]]:
     return read_records(path)
 
 
+class StartPointError(ValueError):
+    """``--eval-start-from`` names a run whose point at 0 rollouts cannot stand for this run's."""
+
+
+EVAL_SETTINGS = ("model", "dtype", "device", "env", "category", "env_kwargs", "eval_env_kwargs", "max_turns",
+                 "max_new_tokens", "max_sequence_tokens", "tool_syntax", "tool_prompt", "eval_batch_size")
+"""The settings a greedy evaluation's result depends on (the batch size too: left padding of a different batch
+can move a logit in the last bit, and greedy decoding follows it). Not the seed: see the module docstring."""
+
+
+def settings_differ(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{setting: (mine, theirs)}`` for the :data:`EVAL_SETTINGS` in which two runs' configs differ."""
+    def norm(key: str, value: Any) -> Any:
+        if key in ("env_kwargs", "eval_env_kwargs") and isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError:
+                return value
+        return value
+    out = {}
+    for key in EVAL_SETTINGS:
+        a, b = norm(key, mine.get(key)), norm(key, theirs.get(key))
+        if a != b:
+            out[key] = (a, b)
+    return out
+
+
+def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settings: dict[str, Any]) -> list[str]:
+    """Write ``source``'s points at 0 rollouts as this new run's own (``--eval-start-from``), one per evaluator
+    whose file the source has. Returns what was done, a line per evaluator.
+
+    Raises :class:`StartPointError` when ``source`` is not a run folder, when an evaluation setting differs
+    (naming each) or when the source's point covers other tasks; a source with no point at 0 rollouts (yet) is
+    not an error: that evaluator evaluates the untrained student itself."""
+    source = Path(source)
+    saved = source / "config.json"
+    if not saved.is_file():
+        raise StartPointError(f"--eval-start-from {source}: not a run folder (no config.json)")
+    try:
+        theirs = json.loads(saved.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StartPointError(f"--eval-start-from {source}: config.json is not readable JSON ({exc})") from None
+    if not isinstance(theirs, dict):
+        raise StartPointError(f"--eval-start-from {source}: config.json does not hold an object of settings")
+    differ = settings_differ(settings, theirs)
+    if differ:
+        raise StartPointError(f"--eval-start-from {source}: its evaluation settings differ from this run's, so its "
+                              "point at 0 rollouts is not this run's: "
+                              + "; ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items()))
+    done = []
+    for e in evaluators:
+        start = [r for r in read_points(source / e.path.name) if int(r.get("rollouts", -1)) == 0]
+        if not start or "rewards" not in start[0]:
+            done.append(f"{e.label}: {source} has no point at 0 rollouts yet; evaluated here")
+            continue
+        e.adopt(start[0], source)
+        done.append(f"{e.label} at 0 rollouts: taken from {source} (mean reward {start[0]['mean_reward']:.3f})")
+    return done
+
+
 def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """mean reward, success rate and per-task rewards of one evaluation's records."""
     n = len(records)
@@ -117,6 +186,25 @@ class HeldoutEval:
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
             os.replace(tmp, self.path)
+
+    def adopt(self, point: dict[str, Any], source: Path) -> None:
+        """Write another run's point at 0 rollouts as this run's first (:func:`adopt_start_points`); its tasks
+        must be exactly this evaluator's."""
+        tasks = point.get("rewards")
+        if not isinstance(tasks, dict) or set(tasks) != set(self.task_ids) or point.get("n") != len(self.task_ids):
+            have = set(tasks) if isinstance(tasks, dict) else set()
+            raise StartPointError(f"--eval-start-from {source}: its {self.label} point covers other tasks than this "
+                                  f"run's {len(self.task_ids)} (only there: {sorted(have - set(self.task_ids))[:5]}, "
+                                  f"only here: {sorted(set(self.task_ids) - have)[:5]})")
+        if read_points(self.path):
+            raise StartPointError(f"{self.path} already holds points; a copied start point goes into a new run only")
+        keep = {k: point[k] for k in ("milestone", "rollouts", "step", "mean_reward", "success_rate", "n", "rewards",
+                                      "seconds") if k in point}
+        row = {**keep, "copied_from": str(source)}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
 
     def done(self) -> set[int]:
         """Milestones covered: each point's own, and those it stood in for (``skipped_milestones``)."""

@@ -261,6 +261,13 @@ class Trainer:
         else:  # a new run: no point of an earlier run in this folder may stand in for one of this run
             for e in evaluators:
                 e.path.unlink(missing_ok=True)
+            if cfg.eval_start_from:  # the untrained student's points, from a run of the same evaluation settings
+                import sys
+
+                from lopd_train.training.heldout import adopt_start_points
+
+                for line in adopt_start_points(evaluators, Path(cfg.eval_start_from), cfg.to_dict()):
+                    print(f"--eval-start-from: {line}", file=sys.stderr)
         return heldout
 
     def heldout_point(self, final: bool = False) -> None:

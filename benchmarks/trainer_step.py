@@ -65,6 +65,21 @@ backward 2.1 s (GRPO's 1.5 and 1.8), compose (encoder + Q-Former over J = 3 expe
 1.5, composer backward 4.0: the composer's encoder over the experiences and the backward through it are
 what is left, and they are the method (the encoder is a LoRA on every layer).
 
+**On the study's own shape** (2026-12-04 00:00-00:15, ``--threads 1 --reps 1 --memory-reps 0 --tasks 4
+--group 2 --prompt-tokens 850 --completion-tokens 26 --top-j 1 --experience-tokens 128 --dtype bfloat16
+--algos grpo lopd --explain``: 4 tasks x 2 rollouts of an ~850-token prompt, ~26 sampled tokens each, J = 1,
+bf16, as ``examples/study_v2/base.toml`` runs; one timed round beside the study's two runs and the PIG
+curve, load 4.1; ``benchmarks/results/trainer_step/smollm2_study_shape.txt``): GRPO 32.8 s, LOPD 68.8 s,
+**2.09x** (CPU 2.05x), whole step **1.66x** (rollout 21.3 s). Sections: student forward 10.9 and backward
+20.1 s (GRPO's 11.7 and 21.0), compose 5.3, teacher forward 7.4, composer backward 23.9. A profile of the
+same update (torch.profiler, 68 CPU s) puts 42 % in the CPU flash-attention kernels (34 % in their backward)
+and 33 % in matrix products; the math attention backend is not faster at these shapes (measured per layer:
+flash backward 41 ms against math 32 ms for the teacher's 111-query tail over 1,011 keys, but 209 against
+284 ms for the student's continuations, and slower forwards throughout). So on the study's setting LOPD's update is
+at the goal's edge (<= 2x) and its whole step is not (<= 1.5x); what it adds over GRPO is the encoder's
+forward and backward over the experience and the teacher's tail (latents, question, continuations) with a
+graph, both the method.
+
 Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
 (2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
 

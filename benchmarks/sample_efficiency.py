@@ -231,7 +231,10 @@ def execute(run: Run, cfg: dict[str, Any]) -> None:
           flush=True)
 
 
-def execute_child(run: Run, cfg_path: Path, run_dir: Path, threads: int) -> int:
+KILLED = -9  # a child's return code when SIGKILL stopped it: what the kernel's out-of-memory killer sends
+
+
+def execute_child(run: Run, cfg_path: Path, run_dir: Path, threads: int, retries: int = 0) -> int:
     """One run as a child process: exactly the run's ``lopd-train --config ... --resume`` command from
     ``commands.md``, with ``threads`` torch threads and its output appended to ``<run>/study.log``.
 
@@ -239,18 +242,26 @@ def execute_child(run: Run, cfg_path: Path, run_dir: Path, threads: int) -> int:
     rollouts an hour than one run at a time on every core (torch's threads mostly wait on each other at
     these small batch sizes; on 2 cores, two GRPO runs at one thread each took ~42 s a step, one run alone
     at two threads ~45 s). Runs never share a process, so one that fails or is killed leaves the others
-    and its own checkpoints as they were."""
+    and its own checkpoints as they were.
+
+    A child killed by SIGKILL (the out-of-memory killer's signal, when something else on the machine took the
+    memory) is started again, ``retries`` times at most: the same command resumes it from its last checkpoint,
+    so at most the step in progress is run again. Any other failure is reported as it is."""
     import subprocess
 
     run_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-    t0 = time.time()
-    with open(run_dir / "study.log", "ab") as log:
-        rc = subprocess.run([sys.executable, "-m", "lopd_train.cli", "--config", str(cfg_path), "--resume"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            check=False).returncode
-    print(f"[{run.name}] exit {rc} after {time.time() - t0:.0f} s (log: {display_path(run_dir / 'study.log')})",
-          flush=True)
+    for attempt in range(retries + 1):
+        t0 = time.time()
+        with open(run_dir / "study.log", "ab") as log:
+            rc = subprocess.run([sys.executable, "-m", "lopd_train.cli", "--config", str(cfg_path), "--resume"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                check=False).returncode
+        print(f"[{run.name}] exit {rc} after {time.time() - t0:.0f} s (log: {display_path(run_dir / 'study.log')})"
+              + (f"; killed (SIGKILL): resuming it, retry {attempt + 1} of {retries}"
+                 if rc == KILLED and attempt < retries else ""), flush=True)
+        if rc != KILLED:
+            break
     return rc
 
 
@@ -585,7 +596,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="runs side by side, each a `lopd-train` child process at "
                     "cores/JOBS torch threads with its output in <run>/study.log (default 1: one run at a time, "
                     "in this process); on 2 cores, --jobs 2 gets through nearly twice the rollouts an hour")
+    ap.add_argument("--retries", type=int, default=2, help="with --jobs: resume a run killed by SIGKILL (the "
+                    "out-of-memory killer) this many times at most (default 2; 0: never)")
     args = ap.parse_args(argv)
+    if args.retries < 0:
+        raise SystemExit("--retries must be 0 or more")
     if args.budget < 1 or args.eval_every < 1 or args.jobs < 1:
         raise SystemExit("--budget, --eval-every and --jobs must be positive")
     if args.tiny:
@@ -650,7 +665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             def go(run: Run) -> int:  # a forked run first waits for its source's cold start (FIFO: it runs)
                 source = f"{run.variant.fork_from}-s{run.seed}"
                 wait_for_source(out, run, lambda: source in pending)
-                return execute_child(run, out / "configs" / f"{run.name}.toml", out / "runs" / run.name, threads)
+                return execute_child(run, out / "configs" / f"{run.name}.toml", out / "runs" / run.name, threads,
+                                     retries=args.retries)
 
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
                 futures = {pool.submit(go, run): run for run in todo}

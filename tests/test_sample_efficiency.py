@@ -162,6 +162,31 @@ def test_a_child_run_is_the_documented_command_at_its_thread_count(tmp_path, mon
     assert (tmp_path / "runs" / "grpo-s1" / "study.log").read_text() == "trained\n"
 
 
+@pytest.mark.parametrize("codes, retries, calls, rc", [
+    ([-9, 0], 2, 2, 0),        # killed once (out of memory), resumed, finished
+    ([-9, -9, -9], 2, 3, -9),  # killed every time: given up after the retries, reported
+    ([-9], 0, 1, -9),          # --retries 0: never restarted
+    ([1], 2, 1, 1),            # an error is not retried
+    ([-15], 2, 1, -15),        # SIGTERM is somebody stopping the study: not retried
+])
+def test_a_child_killed_by_sigkill_is_resumed_a_bounded_number_of_times(tmp_path, monkeypatch, capsys, codes,
+                                                                       retries, calls, rc):
+    import subprocess
+
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, codes[len(seen) - 1])
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    run = se.Run(se.BY_NAME["grpo"], 1)
+    got = se.execute_child(run, tmp_path / "c.toml", tmp_path / "runs" / "grpo-s1", threads=1, retries=retries)
+    assert got == rc and len(seen) == calls
+    assert all(c[-1] == "--resume" for c in seen)  # each restart resumes from the run's last checkpoint
+    assert capsys.readouterr().out.count("resuming it") == calls - 1
+
+
 def test_a_failing_child_run_is_reported_not_hidden(tmp_path):
     run = se.Run(se.BY_NAME["grpo"], 0)
     rc = se.execute_child(run, tmp_path / "missing.toml", tmp_path / "runs" / "grpo-s0", threads=1)

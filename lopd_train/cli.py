@@ -249,6 +249,7 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
             prov = build(model, tokenizer, envs, pool, cfg, bank, tasks, args.samples,
                          keep_failures=args.keep_failures, seed=cfg.seed, progress=cfg.progress,
                          hold_back=args.hold_back, held_back_path=out.parent / HELD_BACK if args.hold_back else None)
+        bank.seal()  # readable from a read-only folder, or as a lone copy of the file
         done = True
     finally:
         bank.close()  # the last connection: SQLite folds its write-ahead log into the file

@@ -194,3 +194,21 @@ def test_corrupt_held_back_successes_refuse_the_bank_naming_the_line(tmp_path):
     bank.close()
     with pytest.raises(BankFileError, match="held-back successes, line 2: not JSON"):
         copy_bank(ExperienceBank(tmp_path / "run.sqlite"), str(src))
+
+
+def test_a_snapshot_is_sealed_so_reading_it_writes_nothing_beside_it(tmp_path):
+    """A checkpoint's bank (and ``lopd bank build``'s output, ``tests/test_reference_bank.py``) is a lone file
+    in rollback-journal mode: reading it creates no ``-wal``/``-shm`` files in the folder, so it can be read
+    from a read-only folder or copied alone. A live bank stays in WAL mode."""
+    live = ExperienceBank(tmp_path / "live.sqlite")
+    live.add([trace("t0"), trace("t1", "b")])
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    live.snapshot(folder / "bank.sqlite")
+    assert live._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    live.close()
+    db = sqlite3.connect(folder / "bank.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
+    rows, _ = read_bank_file(folder / "bank.sqlite")
+    assert len(rows) == 2 and sorted(p.name for p in folder.iterdir()) == ["bank.sqlite"]

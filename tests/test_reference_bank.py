@@ -141,6 +141,13 @@ def test_lopd_bank_build_writes_provenance_and_a_run_takes_it_with_its_rollouts(
     assert main(["bank", "build", "--out", str(bank_path), "--samples", "2", "--env", "lopd-test/Coin-v0",
                  "--category", "all", "--model", "tiny-random", "--tasks", "heads_0,tails_0", "--max-new-tokens",
                  "8", "--no-progress"]) == 0
+    import sqlite3
+
+    # a lone file in rollback-journal mode: readable from a read-only folder or as a copy (ExperienceBank.seal)
+    assert sorted(p.name for p in bank_path.parent.iterdir()) == ["coin.sqlite"]
+    db = sqlite3.connect(f"{bank_path.as_uri()}?mode=ro", uri=True)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
     prov = ExperienceBank(bank_path).provenance()
     assert prov["built_by"] == "lopd bank build" and prov["rollouts"] == 4 and prov["tasks"] == ["heads_0", "tails_0"]
     with pytest.raises(SystemExit):  # built once: never overwritten

@@ -242,11 +242,21 @@ class ExperienceBank:
         return parse_trace_lines(row[0].splitlines(), f"{self.path}: held-back successes") if row else []
 
     def snapshot(self, dest: str | Path) -> None:
-        """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder."""
+        """A consistent copy of the bank (SQLite online backup), e.g. into a checkpoint folder, sealed
+        (:meth:`seal`): readers of a checkpoint need nothing beside the file and write nothing into the folder."""
         dest_db = sqlite3.connect(str(dest))
         with dest_db:
             self._db.backup(dest_db)
+        dest_db.execute("PRAGMA journal_mode=DELETE")
         dest_db.close()
+
+    def seal(self) -> None:
+        """Switch the file from the write-ahead log (the live bank's mode: a reader never blocks the writer)
+        to a rollback journal. A WAL file cannot be opened by a reader without its ``-shm`` index beside it,
+        which SQLite creates, so a bank handed on (``lopd bank build``'s output) could not be read from a
+        read-only folder or as a lone copy; a sealed one can. SQLite folds the log into the file first."""
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=DELETE")
 
     def merge_from(self, other: str | Path) -> int:
         """Insert the experiences of another bank file that this one lacks (by key); returns how many."""

@@ -259,11 +259,19 @@ def test_eval_start_from_refuses_a_run_of_other_evaluation_settings(tmp_path, ch
     assert not (run / "metrics.jsonl").exists() and not read_points(run / "heldout.jsonl")
 
 
-def test_eval_start_from_needs_a_run_folder_and_is_not_for_forks(tmp_path):
+def test_eval_start_from_a_run_not_started_yet_evaluates_here_and_a_damaged_one_is_refused(tmp_path, capsys):
+    """A source that has not written its settings yet (a run of the same study starting beside this one: the
+    folder is there, its config.json not yet) leaves this run to evaluate its own point 0, saying so; a
+    damaged config.json is refused; and --init-from excludes --eval-start-from."""
     from lopd_train.training.heldout import StartPointError
 
-    with pytest.raises(StartPointError, match="not a run folder"):
-        train(cfg(tmp_path / "run", steps=1, eval_start_from=str(tmp_path / "nowhere")))
+    for source in (tmp_path / "nowhere", tmp_path / "starting"):
+        if source.name == "starting":
+            source.mkdir()
+        out = tmp_path / f"run-{source.name}"
+        train(cfg(out, steps=1, eval_start_from=str(source)))
+        assert "holds no run yet (no config.json); evaluated here" in capsys.readouterr().err
+        assert [p["milestone"] for p in points(out)] == [0, 4] and "copied_from" not in points(out)[0]
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text("{not json")
     with pytest.raises(StartPointError, match="not readable JSON"):
@@ -272,8 +280,8 @@ def test_eval_start_from_needs_a_run_folder_and_is_not_for_forks(tmp_path):
         cfg(tmp_path / "run3", eval_start_from=str(tmp_path / "bad"), init_from=str(tmp_path / "x"))
     from lopd_train.cli import train_main
 
-    with pytest.raises(SystemExit, match=r"^lopd-train: --eval-start-from .*not a run folder"):  # one line
+    with pytest.raises(SystemExit, match=r"^lopd-train: --eval-start-from .*not readable JSON"):  # one line
         train_main(["--model", "tiny-random", "--env", "lopd-test/Coin-v0", "--category", "all", "--steps", "1",
                     "--algo", "grpo", "--no-progress", "--no-export", "--no-tensorboard", "--eval-every-rollouts", "4",
                     "--eval-tasks", HELD, "--output-dir", str(tmp_path / "run4"),
-                    "--eval-start-from", str(tmp_path / "nowhere")])
+                    "--eval-start-from", str(tmp_path / "bad")])

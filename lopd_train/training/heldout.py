@@ -111,13 +111,15 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
     """Write ``source``'s points at 0 rollouts as this new run's own (``--eval-start-from``), one per evaluator
     whose file the source has. Returns what was done, a line per evaluator.
 
-    Raises :class:`StartPointError` when ``source`` is not a run folder, when an evaluation setting differs
-    (naming each) or when the source's point covers other tasks; a source with no point at 0 rollouts (yet) is
-    not an error: that evaluator evaluates the untrained student itself."""
+    Raises :class:`StartPointError` when an evaluation setting differs (naming each), when the source's point
+    covers other tasks, or when its ``config.json`` is damaged. A source that has no point at 0 rollouts yet is
+    not an error, nor is one that has not written its settings yet (no ``config.json``: a run of the same study
+    starting beside this one, or a folder not made yet): this run then evaluates its untrained student itself,
+    which is never wrong, only slower, and says so."""
     source = Path(source)
     saved = source / "config.json"
     if not saved.is_file():
-        raise StartPointError(f"--eval-start-from {source}: not a run folder (no config.json)")
+        return [f"{e.label}: {source} holds no run yet (no config.json); evaluated here" for e in evaluators]
     try:
         theirs = json.loads(saved.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -328,6 +328,17 @@ def paired_table(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], bu
     return rows
 
 
+def cold_start_nll(rows: Sequence[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """The cold start's first and last NLL from a run's ``metrics.jsonl`` rows. The summary row has both, except
+    after a cold start resumed from a checkpoint (its summary then starts at the resume), where the first comes
+    from the per-step row of composer step 1, which the run kept."""
+    summary = next((x for x in rows if x.get("phase") == "cold_start" and "cold_start_steps" in x), {})
+    first = summary.get("cold_start_nll_first")
+    if first is None:
+        first = next((x.get("cold_start_nll") for x in rows if x.get("cold_start_step") == 1), None)
+    return first, summary.get("cold_start_nll_last")
+
+
 def runaways(rows: Sequence[dict[str, Any]], window: int = 5, jump: float = 1.0) -> list[tuple[int, int, float]]:
     """Where the privileged margin δ grew by more than ``jump`` nats per token within ``window`` training steps
     (study v1's lopd-m0.1-s0: 0.83 -> 4.29 over steps 41-45, the composer breaking the teacher on the
@@ -559,8 +570,9 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
                           max(1, sum(isinstance(x.get(k), (int, float)) for x in train)))
         pig = [x["pig_latent"] for x in train if isinstance(x.get("pig_latent"), (int, float))]
         jumps = runaways(rows_m)
-        diag.append(f"| {r.name} | {cold.get('cold_start_steps', '')} | {fmt(cold.get('cold_start_nll_first'), '.3f')} → "
-                    f"{fmt(cold.get('cold_start_nll_last'), '.3f')} | {mean('student_kl'):.4f} | "
+        nll_first, nll_last = cold_start_nll(rows_m)
+        diag.append(f"| {r.name} | {cold.get('cold_start_steps', '')} | {fmt(nll_first, '.3f')} → "
+                    f"{fmt(nll_last, '.3f')} | {mean('student_kl'):.4f} | "
                     f"{mean('margin_delta_success'):+.4f} | {mean('margin_delta_failure'):+.4f} | {last['beta']:.3f} | "
                     f"{fmt(pig[-1] if pig else None, '+.3f')} | "
                     f"{'; '.join(f'steps {a}-{b}: +{g:.2f}' for a, b, g in jumps) or '–'} |")

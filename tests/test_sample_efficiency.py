@@ -81,6 +81,19 @@ def test_paired_difference_cancels_task_difficulty_and_brackets_the_mean():
     assert se.seed_mean_per_task({0: {"t": 1.0, "u": 0.0}, 1: {"t": 0.0}}) == {"t": 0.5, "u": 0.0}
 
 
+def test_the_cold_start_nll_of_a_resumed_cold_start_starts_at_its_first_step():
+    """lopd-s0's cold start resumed from a checkpoint: its summary row has no first NLL, the step-1 row does."""
+    steps = [{"phase": "cold_start", "step": 0, "cold_start_step": k, "cold_start_nll": v}
+             for k, v in ((1, 0.19), (2, 0.15), (3, 0.01))]
+    resumed = steps + [{"phase": "cold_start", "cold_start_steps": 3, "cold_start_resumed_at": 2,
+                        "cold_start_nll_last": 0.01}]
+    assert se.cold_start_nll(resumed) == (0.19, 0.01)
+    whole = steps + [{"phase": "cold_start", "cold_start_steps": 3, "cold_start_nll_first": 0.19,
+                      "cold_start_nll_last": 0.01}]
+    assert se.cold_start_nll(whole) == (0.19, 0.01)
+    assert se.cold_start_nll([{"phase": "train", "step": 1}]) == (None, None)
+
+
 def test_a_runaway_is_a_delta_growing_more_than_one_nat_within_five_steps():
     rows = [{"phase": "train", "step": s, "margin_delta": d} for s, d in
             enumerate([0.0, 0.01, 0.02, 0.83, 1.5, 2.9, 4.29, 4.3, 4.2, 4.25], start=38)]

@@ -202,9 +202,13 @@ class HeldoutEval:
             raise StartPointError(f"{self.path} already holds points; a copied start point goes into a new run only")
         keep = {k: point[k] for k in ("milestone", "rollouts", "step", "mean_reward", "success_rate", "n", "rewards",
                                       "seconds") if k in point}
-        row = {**keep, "copied_from": str(source)}
+        self._append({**keep, "copied_from": str(source)})
+
+    def _append(self, point: dict[str, Any]) -> None:
+        """One point, appended and fsynced: a kill never loses a written point or leaves more than a torn last
+        line (which :func:`read_points` ignores)."""
         with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps(point) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
@@ -250,10 +254,7 @@ class HeldoutEval:
             point["skipped_milestones"] = due[:-1]
         if rollouts % self.every:
             point["final"] = True  # the end of the run, between milestones
-        with open(self.path, "a") as f:
-            f.write(json.dumps(point) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        self._append(point)
         return point
 
     def close(self) -> None:

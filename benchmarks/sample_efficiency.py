@@ -143,12 +143,32 @@ def plan(names: Sequence[str], seeds: Sequence[int] | None) -> list[Run]:
     return runs
 
 
-def start_points_source(runs: Sequence[Run]) -> Run | None:
+def has_start_points(run_dir: Path) -> bool:
+    """Whether a run folder holds its settings and both points at 0 rollouts (held-out and training pool)."""
+    from lopd_train.training.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE, read_points
+
+    if not (run_dir / "config.json").is_file():
+        return False
+    try:
+        return all(any(int(p.get("rollouts", -1)) == 0 and "rewards" in p for p in read_points(run_dir / name))
+                   for name in (HELDOUT_FILE, TRAIN_EVAL_FILE))
+    except Exception:  # a damaged file is no source; the run that reads it would say why
+        return False
+
+
+def start_points_source(runs: Sequence[Run], out: Path | None = None) -> Run | None:
     """The run whose points at 0 rollouts every other unforked run takes (``--eval-start-from``): the first
-    unforked run of the plan. At 0 rollouts every arm's student is the untrained backbone, evaluated on the same
-    tasks with the same settings, so one evaluation serves all (``lopd_train.training.heldout``); a run that
-    starts before the source has its point evaluates its own. Forked runs copy their source's records anyway."""
-    return next((r for r in runs if not r.variant.fork_from), None)
+    unforked run of the plan whose folder under ``out`` already holds them (a finished or partial run, e.g.
+    one committed by an earlier session), else the first unforked run of the plan. At 0 rollouts every arm's
+    student is the untrained backbone, evaluated on the same tasks with the same settings, so one evaluation
+    serves all (``lopd_train.training.heldout``); a run that starts before the source has its point evaluates
+    its own. Forked runs copy their source's records anyway."""
+    unforked = [r for r in runs if not r.variant.fork_from]
+    if out is not None:
+        ready = next((r for r in unforked if has_start_points(out / "runs" / r.name)), None)
+        if ready is not None:
+            return ready
+    return unforked[0] if unforked else None
 
 
 def run_config(run: Run, out: Path, budget: int, every: int, tiny: bool,
@@ -633,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             study_cmd.strip() + (" --resume" if "--resume" not in study_cmd else ""), "```", "",
             "One run by hand (the same settings; `--resume` also starts a new run):", "", "```bash"]
     configs = {}
-    source = start_points_source(runs)
+    source = start_points_source(runs, out)
     for run in runs:
         cfg = run_config(run, out, args.budget, args.eval_every, args.tiny, start_from=source)
         path = out / "configs" / f"{run.name}.toml"

@@ -72,6 +72,28 @@ def test_every_unforked_run_takes_point_zero_from_the_first_planned_one():
         TrainConfig(**{k: v for k, v in c.items()})
 
 
+def test_point_zero_source_is_a_run_that_already_holds_it(tmp_path):
+    """A study resumed on a new machine, where only committed runs survive, takes point 0 from a run that holds
+    it (both files, with its config) rather than re-evaluating it in the first planned run; a run with only
+    one of the two points, or a damaged file, is no source."""
+    runs = se.plan([v.name for v in se.VARIANTS], None)
+    assert se.start_points_source(runs, tmp_path).name == "lopd-s0"  # nothing on disk
+    point = json.dumps({"milestone": 0, "rollouts": 0, "step": 0, "mean_reward": 0.5, "rewards": {"a": 0.5}})
+    opsd = tmp_path / "runs" / "opsd-s0"
+    opsd.mkdir(parents=True)
+    (opsd / "config.json").write_text("{}")
+    (opsd / "heldout.jsonl").write_text(point + "\n")
+    assert se.start_points_source(runs, tmp_path).name == "lopd-s0"  # no training-pool point
+    (opsd / "train_eval.jsonl").write_text("[1, 2]\n" + point + "\n")
+    assert se.start_points_source(runs, tmp_path).name == "lopd-s0"  # damaged before the last line
+    (opsd / "train_eval.jsonl").write_text(point + "\n")
+    assert se.start_points_source(runs, tmp_path).name == "opsd-s0"
+    cfgs = {r.name: se.run_config(r, tmp_path, 512, 128, tiny=False, start_from=se.start_points_source(runs, tmp_path))
+            for r in runs}
+    assert "eval_start_from" not in cfgs["opsd-s0"]
+    assert cfgs["lopd-s0"]["eval_start_from"] == str(opsd)
+
+
 def test_paired_difference_cancels_task_difficulty_and_brackets_the_mean():
     a = {f"t{i}": float(i % 2) for i in range(40)}
     b = {f"t{i}": 0.0 for i in range(40)}

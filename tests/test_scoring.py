@@ -94,6 +94,29 @@ def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_
     assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (0, 0)
 
 
+def test_a_teacher_pass_without_a_graph_takes_the_cached_head_and_equals_the_full_pass(group):
+    """LOPD's probe NLL and the PIG measurements score the teacher under ``torch.no_grad``: those passes read the
+    frozen head from ``FROZEN_PREFIXES`` too (a hit after one miss), with the logits of one pass over the whole
+    sequence (:func:`teacher_logits`), and the same as a pass that records a graph."""
+    from lopd_train.algorithms.scoring import FROZEN_PREFIXES
+
+    peft_model, seqs, masks = group
+    d = peft_model.get_base_model().config.hidden_size
+    z = torch.randn(4, d, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    inject = (list(range(6, 10)), z)
+    FROZEN_PREFIXES.clear()
+    hits, misses = FROZEN_PREFIXES.hits, FROZEN_PREFIXES.misses
+    with torch.no_grad():
+        first = score_group(peft_model, seqs, masks, inject, teacher=True)
+        second = score_group(peft_model, seqs, masks, inject, teacher=True)
+        alone = [teacher_logits(peft_model, s, m, inject) for s, m in zip(seqs, masks)]
+    assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (1, 1)
+    with_graph = score_group(peft_model, seqs, masks, (inject[0], z.clone().requires_grad_(True)), teacher=True)
+    assert FROZEN_PREFIXES.hits - hits == 2
+    for a, b, c, e in zip(first, second, alone, with_graph):
+        assert torch.equal(a, b) and torch.allclose(a, c, rtol=0, atol=1e-10) and torch.equal(a, e.detach())
+
+
 def test_several_groups_share_one_pass_only_when_that_runs_fewer_tokens(group, monkeypatch):
     """``score_groups``: tasks whose prompts differ early (BFCL lists each task's tools in its system prompt) are
     scored a group at a time, tasks behind one long shared prompt in one pass; the logits are the same."""

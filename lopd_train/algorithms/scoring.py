@@ -182,8 +182,11 @@ def _prefix_states(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor | Non
     are constants whether or not autograd records them, and recording them would only cost memory and a
     backward pass over the system prompt and tool listing (most of a BFCL prompt). The rest of the prompt
     attends to that cached part as it would in one pass. With ``ids`` (the prompt's token ids) that part comes
-    from :data:`FROZEN_PREFIXES`, computed once for every group and step that shares it."""
-    if not frozen or not torch.is_grad_enabled():
+    from :data:`FROZEN_PREFIXES`, computed once for every group and step that shares it, also when no graph is
+    recorded at all (LOPD's probe NLL after every update, the PIG metric, the PIG benchmark: without the cache
+    each of those passes ran the whole head again, ~5x the tail's cost on a BFCL prompt). Without ``ids`` and
+    without a graph there is nothing to save by splitting, and the prompt runs in one pass."""
+    if not frozen or (ids is None and not torch.is_grad_enabled()):
         out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
         return out.last_hidden_state[0], cached(out)
     if ids is not None:

@@ -522,6 +522,34 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
     plt.close(fig)
 
 
+def software_lines(out: Path, runs: Sequence[Run]) -> list[str]:
+    """The report's software section: each stack (the versions a run's numbers depend on,
+    ``lopd_train.training.software.NUMERIC``) with the runs, and the steps, that ran on it; runs that recorded
+    none (started before lopd recorded it) are named as such. Runs on different stacks are compared all the
+    same; the section says where that happened."""
+    from lopd_train.training import software
+
+    stacks: dict[str, list[str]] = {}
+    unknown = []
+    for r in runs:
+        rows = software.read(out / "runs" / r.name)
+        if not rows:
+            unknown.append(r.name)
+            continue
+        found = software.stacks(rows)
+        for k, (step, row) in enumerate(found):
+            label = ", ".join(f"{n} {v}" for n, v in software.numeric_versions(row).items())
+            end = f" to step {found[k + 1][0]}" if k + 1 < len(found) else ""
+            stacks.setdefault(label, []).append(r.name + (f" (from step {step}{end})" if len(found) > 1 else ""))
+    if not stacks and not unknown:
+        return []
+    md = ["", "Software (each run's `software.jsonl`, the versions its numbers depend on):", ""]
+    md += [f"- {label}: {', '.join(names)}" for label, names in stacks.items()]
+    if unknown:
+        md.append(f"- not recorded (started before runs recorded it): {', '.join(unknown)}")
+    return md
+
+
 def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: str) -> dict[str, Any]:
     from lopd_train.training.heldout import HELDOUT_FILE, read_points
 
@@ -603,6 +631,7 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
                "| run | cold-start steps | cold-start NLL | student KL | δ success | δ failure | β end | PIG latent | "
                "runaway |", "|---|---:|---|---:|---:|---:|---:|---:|---|"] + diag
         diagnostics_plot(out, runs, out / "diagnostics.png")
+    md += software_lines(out, [r for r in runs if states[r.name] != "new"])
     md.append("")
     (out / "results.md").write_text("\n".join(md))
     plot(data, out / "sample_efficiency.png", f"held-out reward vs rollouts ({len(data)} variants)")
@@ -664,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path.write_text(f"# {run.variant.about}\n" + to_toml(shown))
         configs[run.name] = cfg
         cmds.append(command(path))
-    cmds += ["```", "", "Each run folder keeps `heldout.jsonl` (the curve), `metrics.jsonl`, `config.json`; "
+    cmds += ["```", "", "Each run folder keeps `heldout.jsonl` (the curve), `metrics.jsonl`, `config.json`, `software.jsonl`; "
              "checkpoints and banks stay out of git.", ""]
     (out / "commands.md").write_text("\n".join(cmds))
 

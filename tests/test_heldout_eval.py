@@ -285,3 +285,42 @@ def test_eval_start_from_a_run_not_started_yet_evaluates_here_and_a_damaged_one_
                     "--algo", "grpo", "--no-progress", "--no-export", "--no-tensorboard", "--eval-every-rollouts", "4",
                     "--eval-tasks", HELD, "--output-dir", str(tmp_path / "run4"),
                     "--eval-start-from", str(tmp_path / "bad")])
+
+
+def test_a_run_records_its_software_at_each_start_and_point_zero_is_only_taken_from_the_same_stack(tmp_path,
+                                                                                                   capsys):
+    """``software.jsonl``: a line per start (the step it starts from, package versions, lopd's commit), another
+    on resume; a run that starts over (no checkpoint) starts the file afresh. ``--eval-start-from`` takes point 0 only from a
+    source whose first start ran on the same torch/transformers/peft/tokenizers/python; another stack, or one
+    not recorded (an older run: taken, and said), is named."""
+    from lopd_train.training import software
+
+    source = tmp_path / "source"
+    train(cfg(source, steps=1))
+    rows = software.read(source)
+    assert [r["step"] for r in rows] == [0] and rows[0]["packages"]["torch"] == torch.__version__
+    assert rows[0]["packages"]["transformers"] and rows[0]["python"]
+    train(cfg(source, steps=2), resume=True)
+    rows = software.read(source)
+    assert [r["step"] for r in rows] == [0, 1] and len(software.stacks(rows)) == 1
+
+    other = dict(rows[0], packages=dict(rows[0]["packages"], transformers="0.0.1"))
+    assert software.numeric_differences(rows[0], other) == {"transformers": (rows[0]["packages"]["transformers"],
+                                                                             "0.0.1")}
+    assert [s for s, _ in software.stacks([rows[0], other, other, rows[0]])] == [0, 0, 0]
+
+    (source / software.FILE).write_text(json.dumps(other) + "\n")  # the source ran on another transformers
+    run = tmp_path / "run"
+    train(cfg(run, steps=1, seed=4, eval_start_from=str(source)))
+    err = capsys.readouterr().err
+    assert "on other software (transformers" in err and "0.0.1 there" in err and "evaluated here" in err
+    assert "copied_from" not in points(run)[0]
+    (source / software.FILE).unlink()  # an older run that recorded nothing: taken, and said
+    run2 = tmp_path / "run2"
+    train(cfg(run2, steps=1, seed=4, eval_start_from=str(source)))
+    assert "software is not recorded" in capsys.readouterr().err and points(run2)[0]["copied_from"] == str(source)
+    import shutil
+
+    shutil.rmtree(run2 / "checkpoints")  # as a run that died before its first checkpoint: it starts over
+    train(cfg(run2, steps=1, seed=4), resume=True)
+    assert [r["step"] for r in software.read(run2)] == [0]

@@ -263,6 +263,10 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     md = (out / "results.md").read_text()
     assert all(f"| {a} | 0,1 |" in md for a in algos) and ("n/a" not in md or "grpo" not in algos)
     assert all(f"| {n} | done |" in md for n in runs)  # the training table names every run
+    from lopd_train.training import software  # and the software section the one stack they all ran on
+
+    stack = ", ".join(f"{n} {v}" for n, v in software.numeric_versions(software.snapshot()).items())
+    assert f"- {stack}: " in md and all(n in md.split(f"- {stack}: ")[1].splitlines()[0] for n in runs)
     assert (out / "sample_efficiency.png").stat().st_size > 1000
     assert "lopd-train --config" in (out / "commands.md").read_text()
     # a second invocation skips every finished run and rewrites the same table
@@ -282,3 +286,22 @@ def test_bad_study_arguments_stop_with_a_message(tmp_path, argv, says):
     with pytest.raises(SystemExit) as exit_:
         se.main(["--tiny", "--dry-run", "--out", str(tmp_path), *argv])
     assert says in str(exit_.value)
+
+
+def test_the_report_names_each_software_stack_and_the_runs_that_recorded_none(tmp_path):
+    """A run resumed on another machine with another transformers shows the step where its stack changed; a
+    committed run of an older lopd (no software.jsonl) is named as not recorded."""
+    from lopd_train.training import software
+
+    now = software.snapshot()
+    moved = dict(now, packages=dict(now["packages"], transformers="9.9.9"))
+    runs = [se.Run(se.BY_NAME["lopd"], 0), se.Run(se.BY_NAME["grpo"], 0), se.Run(se.BY_NAME["opsd"], 0)]
+    for run, rows in zip(runs, ([(0, now), (12, now), (20, moved)], [(0, now)], None)):
+        folder = tmp_path / "runs" / run.name
+        folder.mkdir(parents=True)
+        for step, snap in rows or []:
+            software.record(folder, step, step * 8, now=snap)
+    md = "\n".join(se.software_lines(tmp_path, runs))
+    assert "lopd-s0 (from step 0 to step 20)" in md and "lopd-s0 (from step 20)" in md
+    assert "transformers 9.9.9" in md and "grpo-s0" in md.split("transformers 9.9.9")[0]
+    assert "not recorded (started before runs recorded it): opsd-s0" in md

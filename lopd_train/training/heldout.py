@@ -107,7 +107,8 @@ def settings_differ(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, t
     return out
 
 
-def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settings: dict[str, Any]) -> list[str]:
+def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settings: dict[str, Any],
+                       software_now: dict[str, Any] | None = None) -> list[str]:
     """Write ``source``'s points at 0 rollouts as this new run's own (``--eval-start-from``), one per evaluator
     whose file the source has. Returns what was done, a line per evaluator.
 
@@ -115,7 +116,10 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
     covers other tasks, or when its ``config.json`` is damaged. A source that has no point at 0 rollouts yet is
     not an error, nor is one that has not written its settings yet (no ``config.json``: a run of the same study
     starting beside this one, or a folder not made yet): this run then evaluates its untrained student itself,
-    which is never wrong, only slower, and says so."""
+    which is never wrong, only slower, and says so. The same holds for a source whose first start recorded
+    other versions of the packages a greedy evaluation depends on (``software.jsonl``; ``software_now``,
+    default this process's): its point may differ in a last bit that greedy decoding follows. A source that
+    recorded none (a run of an older lopd) is taken, and the message says its software is not known."""
     source = Path(source)
     saved = source / "config.json"
     if not saved.is_file():
@@ -131,6 +135,16 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
         raise StartPointError(f"--eval-start-from {source}: its evaluation settings differ from this run's, so its "
                               "point at 0 rollouts is not this run's: "
                               + "; ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items()))
+    from lopd_train.training import software
+
+    theirs_software = software.read(source)
+    if theirs_software:
+        moved = software.numeric_differences(theirs_software[0], software_now or software.snapshot())
+        if moved:
+            why = "; ".join(f"{k} {b} here, {a} there" for k, (a, b) in moved.items())
+            return [f"{e.label}: {source} evaluated its point at 0 rollouts on other software ({why}); evaluated "
+                    "here" for e in evaluators]
+    unknown = "" if theirs_software else " (its software is not recorded: a run of an older lopd)"
     done = []
     for e in evaluators:
         start = [r for r in read_points(source / e.path.name) if int(r.get("rollouts", -1)) == 0]
@@ -138,7 +152,8 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
             done.append(f"{e.label}: {source} has no point at 0 rollouts yet; evaluated here")
             continue
         e.adopt(start[0], source)
-        done.append(f"{e.label} at 0 rollouts: taken from {source} (mean reward {start[0]['mean_reward']:.3f})")
+        done.append(f"{e.label} at 0 rollouts: taken from {source} (mean reward {start[0]['mean_reward']:.3f})"
+                    + unknown)
     return done
 
 

@@ -4,6 +4,7 @@ checkpoint. Everything a run needs to continue is checkpointed atomically, and `
 Run folder::
 
     config.json        the resolved configuration
+    software.jsonl     the interpreter, package versions and lopd commit, a line per start or resume
     metrics.jsonl      one JSON object per step (and the cold start)
     tb/                TensorBoard events
     bank.sqlite        the live experience bank (every insert is durable)
@@ -39,7 +40,7 @@ from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import attach_transcript
 from lopd_train.rollout.engine import Trajectory, attach_sequence, make_envs, replay_trace, run_episodes, task_ids
-from lopd_train.training import checkpoints, distributed, tracking
+from lopd_train.training import checkpoints, distributed, software, tracking
 
 
 # ----------------------------------------------------------------------------------- small utilities
@@ -190,8 +191,9 @@ class Trainer:
         rng = None
         if latest is not None:
             rng = checkpoints.load(self, latest)
-        elif (self.out / "metrics.jsonl").exists() and self.dist.is_main:
-            (self.out / "metrics.jsonl").unlink()  # a run that died before its first checkpoint starts over
+        elif self.dist.is_main:  # a run that died before its first checkpoint starts over
+            (self.out / "metrics.jsonl").unlink(missing_ok=True)
+            (self.out / software.FILE).unlink(missing_ok=True)
         if self.bank is not None:
             from lopd_train.experience.bank import Retriever
 
@@ -213,6 +215,7 @@ class Trainer:
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
             checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+            software.record(self.out, self.step, self.rollouts)  # this start's versions (a resume may differ)
             if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
                 # which data the run reads (source, version, file hashes), for the model card and whoever reads it
                 checkpoints.atomic_write(self.out / "provenance.json",

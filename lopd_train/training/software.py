@@ -1,0 +1,93 @@
+"""The software a run ran on: the interpreter, the packages whose versions move its numbers, and lopd's own
+commit.
+
+Why a run records it: a greedy evaluation, a sampled rollout and a bf16 forward all change in their last bits
+when torch, transformers or peft change, and a study's runs span sessions and machines (a fresh machine
+installs whatever versions the registry serves that day). A run appends one line to ``software.jsonl`` each
+time it starts or resumes, with the step it starts from, so a run whose steps ran under two stacks says so,
+and ``--eval-start-from`` can tell whether another run's point at 0 rollouts was computed on this run's stack
+(:func:`lopd_train.training.heldout.adopt_start_points`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+FILE = "software.jsonl"
+PACKAGES = ("torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "sentence-transformers",
+            "hnswlib", "lopd")
+#: what a greedy evaluation's result depends on (the tokenizer's and the model's code, the kernels)
+NUMERIC = ("python", "torch", "transformers", "peft", "tokenizers")
+
+
+def commit() -> str | None:
+    """lopd's git commit when it runs from a checkout (``+dirty`` when tracked files differ from it), else None."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def snapshot() -> dict[str, Any]:
+    """The interpreter, the platform, the versions of :data:`PACKAGES` (None: not installed) and lopd's commit."""
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = version(name)
+        except PackageNotFoundError:
+            packages[name] = None
+    return {"python": platform.python_version(), "platform": platform.platform(), "packages": packages,
+            "lopd_commit": commit()}
+
+
+def record(out: Path, step: int, rollouts: int, now: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Append this start's line (the step and rollouts it starts from, and :func:`snapshot`) to ``out``'s
+    ``software.jsonl``, flushed to disk; returns the line."""
+    row = {"time": time.time(), "step": int(step), "rollouts": int(rollouts), **(now or snapshot())}
+    with open(Path(out) / FILE, "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return row
+
+
+def read(run: Path) -> list[dict[str, Any]]:
+    """A run's start lines, oldest first ([] when it recorded none: a run of an older lopd)."""
+    from lopd_train.evaluation.records import read_records
+
+    return read_records(Path(run) / FILE)
+
+
+def numeric_versions(row: dict[str, Any]) -> dict[str, Any]:
+    """The :data:`NUMERIC` versions of a snapshot or a start line (None where it has none)."""
+    return {n: row.get("python") if n == "python" else (row.get("packages") or {}).get(n) for n in NUMERIC}
+
+
+def numeric_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{name: (a's, b's)}`` for the :data:`NUMERIC` versions in which two snapshots differ."""
+    va, vb = numeric_versions(a), numeric_versions(b)
+    return {n: (va[n], vb[n]) for n in NUMERIC if va[n] != vb[n]}
+
+
+def stacks(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``(step, versions)`` at each start whose :data:`NUMERIC` versions differ from the start before it: one
+    entry for a run that ran on one stack throughout."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for row in rows:
+        if not out or numeric_differences(out[-1][1], row):
+            out.append((int(row.get("step", 0)), row))
+    return out

@@ -143,6 +143,9 @@ def main(argv=None) -> int:
         restore(algo, state)
         report, done = state["report"], int(state["done"])
         print(f"resumed at {done} cold-start steps ({saved})", flush=True)
+    from lopd_train.training import software  # each start's versions, with the cold-start steps it starts from
+
+    report.setdefault("software", []).append({"cold_start_steps": done, **software.snapshot()})
     print(f"bank: {len(trainer.bank)} experiences from {prov['rollouts']} rollouts ({prov['successes']} successes); "
           f"{len(held)} held back", flush=True)
 

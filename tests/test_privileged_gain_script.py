@@ -74,6 +74,9 @@ def test_a_killed_pig_run_resumes_where_it_stopped(script, tmp_path):
     assert resumed["text_pilot"] == first["text_pilot"]  # measured once, kept
     assert resumed["cold_start"][:2] == first["cold_start"]  # the points measured before the kill, as they were
     assert [r["cold_start_steps"] for r in resumed["cold_start"]] == [0, 2, 4]
+    # each start's software, with the cold-start steps it started from
+    assert [s["cold_start_steps"] for s in resumed["software"]] == [0, 2]
+    assert resumed["software"][0]["packages"]["torch"] == torch.__version__
     after = torch.load(part / "state" / "state.pt", weights_only=False)
     assert after["done"] == 4
     moved = max(float((after["lora"][n] - saved["lora"][n]).abs().max()) for n in saved["lora"])

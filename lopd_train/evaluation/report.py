@@ -3,7 +3,6 @@ provenance that makes a number reproducible (package versions)."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 from pathlib import Path
 from typing import Any
@@ -14,13 +13,9 @@ PACKAGES = ("lopd", "torch", "transformers", "peft", "gymnasium", "evalplus", "v
 
 
 def package_versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    from lopd_train.training.software import versions
+
+    return {"python": platform.python_version(), **versions(PACKAGES)}
 
 
 def rows(results: dict[str, Any]) -> list[tuple[str, str, float, int, str]]:

@@ -18,7 +18,7 @@ import subprocess
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 FILE = "software.jsonl"
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "sentence-transformers",
@@ -42,15 +42,20 @@ def commit() -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def versions(names: Sequence[str]) -> dict[str, str | None]:
+    """The installed version of each distribution in ``names`` (None: not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def snapshot() -> dict[str, Any]:
     """The interpreter, the platform, the versions of :data:`PACKAGES` (None: not installed) and lopd's commit."""
-    packages = {}
-    for name in PACKAGES:
-        try:
-            packages[name] = version(name)
-        except PackageNotFoundError:
-            packages[name] = None
-    return {"python": platform.python_version(), "platform": platform.platform(), "packages": packages,
+    return {"python": platform.python_version(), "platform": platform.platform(), "packages": versions(PACKAGES),
             "lopd_commit": commit()}
 
 

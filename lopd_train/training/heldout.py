@@ -117,9 +117,10 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
     not an error, nor is one that has not written its settings yet (no ``config.json``: a run of the same study
     starting beside this one, or a folder not made yet): this run then evaluates its untrained student itself,
     which is never wrong, only slower, and says so. The same holds for a source whose first start recorded
-    other versions of the packages a greedy evaluation depends on (``software.jsonl``; ``software_now``,
-    default this process's): its point may differ in a last bit that greedy decoding follows. A source that
-    recorded none (a run of an older lopd) is taken, and the message says its software is not known."""
+    other versions of the packages, or another CPU, that a greedy evaluation depends on (``software.jsonl``;
+    ``software_now``, default this process's): its point may differ in a last bit that greedy decoding
+    follows. A source that recorded none (a run of an older lopd) is taken, and the message says its software
+    is not known."""
     source = Path(source)
     saved = source / "config.json"
     if not saved.is_file():

@@ -1,5 +1,5 @@
-"""The software a run ran on: the interpreter, the packages whose versions move its numbers, and lopd's own
-commit.
+"""The software a run ran on: the interpreter, the packages whose versions move its numbers, the CPU, and
+lopd's own commit.
 
 Why a run records it: a greedy evaluation, a sampled rollout and a bf16 forward all change in their last bits
 when torch, transformers or peft change, and a study's runs span sessions and machines (a fresh machine
@@ -23,8 +23,9 @@ from typing import Any, Sequence
 FILE = "software.jsonl"
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "sentence-transformers",
             "hnswlib", "lopd")
-#: what a greedy evaluation's result depends on (the tokenizer's and the model's code, the kernels)
-NUMERIC = ("python", "torch", "transformers", "peft", "tokenizers")
+#: what a greedy evaluation's result depends on (the tokenizer's and the model's code, the kernels and the CPU
+#: they run on)
+NUMERIC = ("python", "torch", "transformers", "peft", "tokenizers", "cpu")
 
 
 def commit() -> str | None:
@@ -53,10 +54,25 @@ def versions(names: Sequence[str]) -> dict[str, str | None]:
     return out
 
 
+def cpu() -> dict[str, Any]:
+    """The CPU's model name and whether it has bf16 hardware (the same bf16 run is ~20x slower without it, and
+    its kernels round differently)."""
+    from lopd_train.models import native_bf16_cpu
+
+    name = platform.processor() or None
+    try:
+        name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name")), name)
+    except OSError:
+        pass
+    return {"model": name, "cores": os.cpu_count(), "native_bf16": native_bf16_cpu()}
+
+
 def snapshot() -> dict[str, Any]:
-    """The interpreter, the platform, the versions of :data:`PACKAGES` (None: not installed) and lopd's commit."""
-    return {"python": platform.python_version(), "platform": platform.platform(), "packages": versions(PACKAGES),
-            "lopd_commit": commit()}
+    """The interpreter, the platform, the CPU, the versions of :data:`PACKAGES` (None: not installed) and lopd's
+    commit."""
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpu": cpu(),
+            "packages": versions(PACKAGES), "lopd_commit": commit()}
 
 
 def record(out: Path, step: int, rollouts: int, now: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -78,8 +94,10 @@ def read(run: Path) -> list[dict[str, Any]]:
 
 
 def numeric_versions(row: dict[str, Any]) -> dict[str, Any]:
-    """The :data:`NUMERIC` versions of a snapshot or a start line (None where it has none)."""
-    return {n: row.get("python") if n == "python" else (row.get("packages") or {}).get(n) for n in NUMERIC}
+    """The :data:`NUMERIC` versions of a snapshot or a start line (None where it has none; the CPU by its model
+    name)."""
+    special = {"python": row.get("python"), "cpu": (row.get("cpu") or {}).get("model")}
+    return {n: special[n] if n in special else (row.get("packages") or {}).get(n) for n in NUMERIC}
 
 
 def numeric_differences(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -303,7 +303,19 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
     objs = {a: ALGORITHMS[a](policy, tok, cfg, bank, retriever) for a in algos}
     for algo in objs.values():
         algo.attach_env(BenchEnv(trajectories))
+    if "lopd" in objs:
+        set_probes(objs["lopd"], trajectories)
     return device, trajectories, objs, tmp, (policy, tok, cfg)
+
+
+def set_probes(lopd, trajectories) -> None:
+    """Give LOPD the banked successes its cold start would have kept for ``probe_teacher_nll`` (the teacher's
+    NLL with the current latents, computed after every composer update of a run): without them the timed
+    update would leave out a pass that every training step of a cold-started run takes."""
+    from lopd_train.algorithms.lopd import PROBES
+
+    successes = [t for t in trajectories if t.success][:PROBES]
+    lopd.probes = [(t, exps) for t, exps in zip(successes, lopd.retrieve([[t] for t in successes])) if exps]
 
 
 def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> float:
@@ -343,7 +355,8 @@ class SectionTimer:
     then falls into "rest". Not used for the ratios.
 
     Sections: ``score_group`` as each algorithm module calls it (``teacher=True``: "teacher forward", else
-    "student forward"), LOPD's ``compose``/``teacher_logprobs``/``anchor_latents``, the text baselines'
+    "student forward"), LOPD's ``compose``/``teacher_logprobs``/``anchor_latents`` and its probe NLL after the
+    composer step (``probe_nll``: its compose and teacher pass count there, not above), the text baselines'
     ``prepare`` (Skill-SD's summaries), ``contexts`` (retrieval and the text) and ``teacher_logits``, the
     optimiser steps, and "rest" (retrieval, tokenising, buckets and losses). Page faults are what a forward
     pays for memory the allocator hands out fresh: the figure that explains why the same forward costs more
@@ -393,6 +406,7 @@ class SectionTimer:
         self._wrap(lopd.LOPD, "compose", "compose (encoder + Q-Former)")
         self._wrap(lopd.LOPD, "teacher_logprobs", "teacher forward")
         self._wrap(lopd.LOPD, "anchor_latents", "anchor (cached)")
+        self._wrap(lopd.LOPD, "probe_nll", "probe NLL (no graph)")
         self._wrap(distill.SelfDistillation, "teacher_logits", "teacher forward")
         for cls in (distill.SelfDistillation, *distill.SelfDistillation.__subclasses__()):  # own definitions only
             self._wrap(cls, "prepare", "prepare (Skill-SD summaries)")

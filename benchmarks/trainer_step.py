@@ -80,6 +80,28 @@ at the goal's edge (<= 2x) and its whole step is not (<= 1.5x); what it adds ove
 forward and backward over the experience and the teacher's tail (latents, question, continuations) with a
 graph, both the method.
 
+**In float32, the study's dtype since 2026-12-04** (an AVX2 EPYC without bf16 hardware; the same command with
+``--dtype float32`` and no ``--explain``, one timed round beside the study's two runs, load 3.1-3.2), now with
+the **probe NLL** that a cold-started run computes after every composer update (the teacher's NLL on 4 banked
+successes with the new latents; earlier revisions of this benchmark left it out because they ran no cold
+start):
+
+  allocator                                    GRPO s   LOPD s   update   whole step   LOPD student forward
+  glibc's defaults (``..._fp32_glibc_defaults``) 28.3     86.8     3.07x    2.23x        26.3 s, 781 k faults
+  lopd-train's (``training/allocator.py``)       27.6     70.4     2.55x    1.89x        14.0 s, 0 faults
+
+(``benchmarks/results/trainer_step/smollm2_study_shape_fp32*.txt``). In float32 the page faults of LOPD's
+student forward (its activations mapped fresh because the composer's and teacher's graphs hold the heap, the
+effect described below) cost 15 s, more than in bf16; lopd-train now keeps freed memory in the process
+(``lopd_train/training/allocator.py``: no mmap, no trim), which removes them (GRPO's update is unchanged, its
+memory was already reused) without changing the peak (8,126 MB against 8,115). With it, LOPD's sections: student
+forward 14.0 and backward 15.1 s (GRPO's 11.2 and 16.3), compose 5.5, teacher forward 7.8, composer backward
+15.5, probe NLL 12.2. Without the probe the update would be 58.2 s, 2.11x, as in bf16 (2.09x); the probe is
+the diagnostic issue 23 asks for after each composer update, and costs 17 % of the update. So LOPD's update is
+2.55x GRPO's (goal <= 2x) and its whole step 1.89x (goal <= 1.5x): not met. What it adds over GRPO is the
+method (the encoder's forward and backward over the experience, the teacher's tail with a graph to the latents)
+and the probe.
+
 Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
 (2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
 
@@ -263,7 +285,9 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
     from lopd_train.algorithms.scoring import student_logits
     from lopd_train.config import TrainConfig
     from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.training import allocator
 
+    allocator.configure()  # as lopd-train does (the memory workers' MALLOC_MMAP_THRESHOLD_ makes it a no-op)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

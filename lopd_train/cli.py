@@ -101,9 +101,14 @@ def train_main(argv: list[str] | None = None) -> int:
     from lopd_train.algorithms.lopd import ColdStartError
     from lopd_train.evaluation.records import RecordsError
     from lopd_train.experience.bank import BankFileError
+    from lopd_train.training import allocator
     from lopd_train.training.heldout import StartPointError
     from lopd_train.training.trainer import train
 
+    try:
+        allocator.configure()  # freed activations stay in the process for the next step (training/allocator.py)
+    except ValueError as e:
+        raise SystemExit(f"lopd-train: {e}") from None
     try:
         result = train(cfg, resume=args.resume)
     except (ColdStartError, BankFileError, TraceError, RecordsError, StartPointError) as e:

@@ -98,8 +98,10 @@ def main(argv=None) -> int:
     from lopd_train.experience.build import HELD_BACK, read_held_back
     from lopd_train.latent import diagnostics
     from lopd_train.rollout.engine import replay_trace
+    from lopd_train.training import allocator
     from lopd_train.training.trainer import Trainer
 
+    allocator.configure()  # as lopd-train: its cold start reuses freed memory instead of faulting it in again
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out)

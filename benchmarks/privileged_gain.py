@@ -101,7 +101,7 @@ def main(argv=None) -> int:
     from lopd_train.training import allocator
     from lopd_train.training.trainer import Trainer
 
-    allocator.configure()  # as lopd-train: its cold start reuses freed memory instead of faulting it in again
+    allocator.configure()  # LOPD_MALLOC, as lopd-train (glibc's defaults unless LOPD_MALLOC=keep)
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out)

@@ -87,18 +87,20 @@ successes with the new latents; earlier revisions of this benchmark left it out 
 start):
 
   allocator                                    GRPO s   LOPD s   update   whole step   LOPD student forward
-  glibc's defaults (``..._fp32_glibc_defaults``) 28.3     86.8     3.07x    2.23x        26.3 s, 781 k faults
-  lopd-train's (``training/allocator.py``)       27.6     70.4     2.55x    1.89x        14.0 s, 0 faults
+  glibc's defaults (lopd-train's default)        28.3     86.8     3.07x    2.23x        26.3 s, 781 k faults
+  ``LOPD_MALLOC=keep`` (``training/allocator.py``) 27.6     70.4     2.55x    1.89x        14.0 s, 0 faults
 
-(``benchmarks/results/trainer_step/smollm2_study_shape_fp32*.txt``). In float32 the page faults of LOPD's
+(``benchmarks/results/trainer_step/smollm2_study_shape_fp32.txt`` and ``..._fp32_keep.txt``). In float32 the page faults of LOPD's
 student forward (its activations mapped fresh because the composer's and teacher's graphs hold the heap, the
-effect described below) cost 15 s, more than in bf16; lopd-train now keeps freed memory in the process
+effect described below) cost 15 s, more than in bf16; ``LOPD_MALLOC=keep`` keeps freed memory in the process
 (``lopd_train/training/allocator.py``: no mmap, no trim), which removes them (GRPO's update is unchanged, its
-memory was already reused) without changing the peak (8,126 MB against 8,115). With it, LOPD's sections: student
+memory was already reused) without changing the peak (8,126 MB against 8,115). It is not lopd-train's default:
+the same setting made the main job's composer cold start ~3x slower (see that module). With it, LOPD's sections: student
 forward 14.0 and backward 15.1 s (GRPO's 11.2 and 16.3), compose 5.5, teacher forward 7.8, composer backward
 15.5, probe NLL 12.2. Without the probe the update would be 58.2 s, 2.11x, as in bf16 (2.09x); the probe is
 the diagnostic issue 23 asks for after each composer update, and costs 17 % of the update. So LOPD's update is
-2.55x GRPO's (goal <= 2x) and its whole step 1.89x (goal <= 1.5x): not met. What it adds over GRPO is the
+3.07x GRPO's with lopd-train's default allocator, 2.55x with ``keep`` (goal <= 2x), its whole step 2.23x and
+1.89x (goal <= 1.5x): not met. What it adds over GRPO is the
 method (the encoder's forward and backward over the experience, the teacher's tail with a graph to the latents)
 and the probe.
 
@@ -287,7 +289,7 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
     from lopd_train.experience.bank import ExperienceBank, Retriever
     from lopd_train.training import allocator
 
-    allocator.configure()  # as lopd-train does (the memory workers' MALLOC_MMAP_THRESHOLD_ makes it a no-op)
+    allocator.configure()  # LOPD_MALLOC, as lopd-train (the memory workers' MALLOC_MMAP_THRESHOLD_ wins over keep)
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)

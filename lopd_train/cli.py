@@ -106,7 +106,7 @@ def train_main(argv: list[str] | None = None) -> int:
     from lopd_train.training.trainer import train
 
     try:
-        allocator.configure()  # freed activations stay in the process for the next step (training/allocator.py)
+        allocator.configure()  # LOPD_MALLOC (training/allocator.py; glibc's defaults unless LOPD_MALLOC=keep)
     except ValueError as e:
         raise SystemExit(f"lopd-train: {e}") from None
     try:

@@ -1,6 +1,6 @@
-"""The training allocator settings (``lopd_train/training/allocator.py``): with them a freed block of an
+"""The training allocator settings (``lopd_train/training/allocator.py``): with ``LOPD_MALLOC=keep`` a freed block of an
 activation's size is reused by the next step without page faults, where glibc's own settings map it fresh;
-``LOPD_MALLOC=system`` and glibc's own variables leave glibc alone; a bad value is an error."""
+the default and glibc's own variables leave glibc alone; a bad value is an error."""
 
 from __future__ import annotations
 
@@ -44,18 +44,19 @@ def probe(**env_overrides) -> tuple[str, list[int]]:
 @pytest.mark.skipif(allocator._glibc() is None, reason="glibc only")
 def test_freed_block_is_reused_without_page_faults():
     pages = (20 << 20) // 4096
-    done, faults = probe()
+    done, faults = probe(LOPD_MALLOC="keep")
     assert done == "keep"
     assert faults[0] > pages * 0.5  # the first touch faults (the measurement sees faults)
     assert faults[1] < pages * 0.05 and faults[2] < pages * 0.05, faults
     # glibc's own settings: the same second block comes fresh from the kernel (what the settings avoid)
-    done, faults = probe(LOPD_MALLOC="system")
+    done, faults = probe()  # the default
     assert done == "system"
     assert faults[1] > pages * 0.5, faults
 
 
 def test_explicit_choices_are_left_alone(monkeypatch):
-    for env in ({"LOPD_MALLOC": "system"}, {"MALLOC_MMAP_THRESHOLD_": "1048576"}, {"MALLOC_TRIM_THRESHOLD_": "0"}):
+    for env in ({}, {"LOPD_MALLOC": "system"}, {"LOPD_MALLOC": "keep", "MALLOC_MMAP_THRESHOLD_": "1048576"},
+                {"LOPD_MALLOC": "keep", "MALLOC_TRIM_THRESHOLD_": "0"}):
         monkeypatch.setattr(allocator, "_configured", None)
         for k in ("LOPD_MALLOC", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
             monkeypatch.delenv(k, raising=False)

@@ -10,13 +10,17 @@ no room left from the last step and the student's activations come fresh: measur
 student forward took 26.3 s against GRPO's 11.8 s for the same pass, with 781 thousand minor page faults
 against none.
 
-:func:`configure` makes every block come from the heap (``M_MMAP_MAX`` 0) and the heap never shrink
-(``M_TRIM_THRESHOLD`` -1), so freed memory stays in the process for the next step. A first version that only
-raised the mmap threshold to its maximum (32 MiB) and the trim threshold to 2 GiB (mallopt takes a C int)
-removed less than half of those faults (445 thousand left, student forward 22.9 s): an 8 GB update frees more
-than 2 GiB at the heap's top, which was trimmed before the next step. The process's resident set now stays at
-its peak between steps instead of falling back, memory a run needs again at its next step. ``LOPD_MALLOC=system`` leaves glibc's own settings (and so does glibc's ``MALLOC_MMAP_THRESHOLD_`` or
-``MALLOC_TRIM_THRESHOLD_`` set in the environment: an explicit choice wins).
+:func:`configure` with ``LOPD_MALLOC=keep`` makes every block come from the heap (``M_MMAP_MAX`` 0) and the
+heap never shrink (``M_TRIM_THRESHOLD`` -1), so freed memory stays in the process for the next step: LOPD's
+update then took 70.4 s instead of 86.8 s (student forward 14.0 s, no faults), at the same peak. A first
+version that only raised the mmap threshold to its maximum (32 MiB) and the trim threshold to 2 GiB (mallopt
+takes a C int) removed less than half of the faults (445 thousand left): an 8 GB update frees more than 2 GiB at
+the heap's top, which was trimmed before the next step.
+
+**It is off by default** (``LOPD_MALLOC=system``: glibc's own settings). The same setting made the README main
+job's composer cold start ~3x slower on the same machine and load (62-77 s a step against 20 s with glibc's
+defaults, 2026-12-04; the cause is not found yet), which costs a LOPD run more than its update gains. glibc's
+own ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` in the environment win over ``keep``.
 """
 
 from __future__ import annotations
@@ -51,15 +55,15 @@ def _glibc():
 
 
 def configure() -> str:
-    """Apply the training allocator settings once per process; returns what was done: ``"keep"`` (thresholds
-    set), ``"system"`` (``LOPD_MALLOC=system``, or glibc's own variables in the environment), or
-    ``"unavailable"`` (not glibc, or ``mallopt`` refused)."""
+    """Apply ``LOPD_MALLOC`` once per process; returns what was done: ``"keep"`` (``LOPD_MALLOC=keep``: the
+    settings above applied), ``"system"`` (the default, or glibc's own variables in the environment), or
+    ``"unavailable"`` (``keep`` asked, but not glibc, or ``mallopt`` refused)."""
     global _configured
     if _configured is not None:
         return _configured
-    choice = os.environ.get("LOPD_MALLOC", "keep").strip().lower()
+    choice = os.environ.get("LOPD_MALLOC", "system").strip().lower()
     if choice not in ("keep", "system"):
-        raise ValueError(f"LOPD_MALLOC={choice!r}: expected 'keep' (the default) or 'system'")
+        raise ValueError(f"LOPD_MALLOC={choice!r}: expected 'system' (the default) or 'keep'")
     if choice == "system" or any(k in os.environ for k in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")):
         _configured = "system"
         return _configured

@@ -11,7 +11,6 @@ and ``--eval-start-from`` can tell whether another run's point at 0 rollouts was
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import subprocess
@@ -78,11 +77,14 @@ def snapshot() -> dict[str, Any]:
 def record(out: Path, step: int, rollouts: int, now: dict[str, Any] | None = None) -> dict[str, Any]:
     """Append this start's line (the step and rollouts it starts from, and :func:`snapshot`) to ``out``'s
     ``software.jsonl``, flushed to disk; returns the line."""
+    from lopd_train.evaluation.records import RecordWriter
+
     row = {"time": time.time(), "step": int(step), "rollouts": int(rollouts), **(now or snapshot())}
-    with open(Path(out) / FILE, "a") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    writer = RecordWriter(Path(out) / FILE)
+    try:
+        writer.write(row)
+    finally:
+        writer.close()
     return row
 
 

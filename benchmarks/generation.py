@@ -154,35 +154,41 @@ def load_average() -> list[float]:
 
 # ----------------------------------------------------------------------------------------------- bounds
 
-def read_bandwidth(mib: int = 256, reps: int = 5) -> float:
+def _timed(fn: Callable[[], Any], device: str, reps: int) -> float:
+    """Best of ``reps`` wall times of ``fn`` after one untimed call (on a GPU each waits for its kernels)."""
+    import torch
+
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def read_bandwidth(mib: int = 256, reps: int = 5, device: str = "cpu") -> float:
     """Bytes/s of reading a ``mib`` MiB float32 tensor (``sum``), best of ``reps``: how fast this machine
-    streams memory into the cores with torch's threads (``--threads``), the ceiling of a decoding step that
-    reads every weight once."""
+    streams memory into the cores with torch's threads (``--threads``), or the GPU its memory, the ceiling of
+    a decoding step that reads every weight once."""
     import torch
 
-    x = torch.ones(mib * 2**20 // 4, dtype=torch.float32)
-    x.sum()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        x.sum()
-        best = min(best, time.perf_counter() - t0)
-    return x.numel() * 4 / best
+    x = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
+    return x.numel() * 4 / _timed(x.sum, device, reps)
 
 
-def gemm_flops(d: int, reps: int = 5, rows: int = 512) -> float:
-    """FLOP/s of a ``[rows, d] x [d, 4d]`` float32 matmul, best of ``reps``: the compute ceiling of the
-    model's own matrix shapes with the benchmark's threads."""
+def gemm_flops(d: int, reps: int = 5, rows: int = 512, device: str = "cpu") -> float:
+    """FLOP/s of a ``[rows, d] x [d, 4d]`` matmul, best of ``reps``: the compute ceiling of the model's own
+    matrix shapes with the benchmark's threads (float32 on the CPU; bfloat16 on a GPU, as the model runs
+    there)."""
     import torch
 
-    a, b = torch.randn(rows, d), torch.randn(d, 4 * d)
-    a @ b
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t0)
-    return 2 * rows * d * 4 * d / best
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    a, b = torch.randn(rows, d, dtype=dtype, device=device), torch.randn(d, 4 * d, dtype=dtype, device=device)
+    return 2 * rows * d * 4 * d / _timed(lambda: a @ b, device, reps)
 
 
 def model_shape(model: Any) -> dict[str, float]:
@@ -275,7 +281,8 @@ def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tok
                           top_k=sampling["top_k"], top_p=sampling["top_p"], pad_token_id=tokenizer.pad_token_id,
                           eos_token_id=None, bos_token_id=None)
     with torch.no_grad():
-        out = backbone.generate(input_ids=ids, attention_mask=attn, generation_config=gc)
+        out = backbone.generate(input_ids=ids.to(backbone.device), attention_mask=attn.to(backbone.device),
+                                generation_config=gc)
     return out[:, width:].tolist()
 
 
@@ -301,7 +308,7 @@ def merge_error(policy: Any, prompt: list[int]) -> float:
 
     from lopd_train import models
 
-    ids = torch.tensor([prompt])
+    ids = torch.tensor([prompt], device=policy.device)
     with torch.no_grad(), models.adapter(policy, "student"):
         lora = policy(input_ids=ids).logits
         with merged(policy):
@@ -321,9 +328,10 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    plain, tok = models.load_backbone(args.model, torch.device("cpu"), args.dtype)
+    device = torch.device(args.device)
+    plain, tok = models.load_backbone(args.model, device, args.dtype)
     plain.eval()
-    backbone, _ = models.load_backbone(args.model, torch.device("cpu"), args.dtype)
+    backbone, _ = models.load_backbone(args.model, device, args.dtype)
     policy = models.wrap_lora(backbone, {"student": models.lora_config(args.lora_r, 2 * args.lora_r)})
     with torch.no_grad():
         for n, p in policy.named_parameters():
@@ -483,6 +491,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--top-p", type=float, default=defaults["top_p"])
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (the bounds are then the GPU's, measured "
+                   "the same way)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     if args.reps < 1 or args.new_tokens < 2 or min(args.batches) < 1:
@@ -492,7 +502,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_start = time.perf_counter(), load_average()
     env = setup(args)
     threads = torch.get_num_threads()
-    bandwidth, flops = read_bandwidth(), gemm_flops(env["shape"]["hidden"])
+    bandwidth, flops = read_bandwidth(device=args.device), gemm_flops(env["shape"]["hidden"], device=args.device)
     check = merge_error(env["policy"], synthetic_prompts(env["tokenizer"], 1, args.prompt_tokens)[0]) \
         if "lopd, LoRA merged" in args.variants else None
     def keep(calls: dict[int, dict[str, list[dict]]]) -> None:
@@ -505,7 +515,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_table(args, summary, env["shape"], bandwidth, flops)
     if check is not None:
         print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
-    result = {"model": args.model, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(),
+    result = {"model": args.model, "device": args.device, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(),
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "reps": args.reps,
               "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
               "gemm_flops": flops, "merge_max_logit_error": check, "summary": summary,

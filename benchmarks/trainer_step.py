@@ -294,6 +294,8 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = models.default_device() if args.device == "auto" else torch.device(args.device)
+    global _CUDA_SYNC
+    _CUDA_SYNC = device.type == "cuda"
     backbone, tok = models.load_backbone(args.model, device, args.dtype)
     cfg = TrainConfig(model=args.model, lora_r=args.lora_r, lora_alpha=2 * args.lora_r,
                       gradient_checkpointing=args.gradient_checkpointing, experience_tokens=args.experience_tokens,
@@ -305,7 +307,7 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
             adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"))
     policy = models.wrap_lora(backbone, adapters)
     if args.gradient_checkpointing:
-        policy.get_base_model().gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        models.enable_gradient_checkpointing(policy)
     trajectories, traces = synthetic_batch(tok, args, np.random.default_rng(0))
     if sampled:
         sample_completions(policy, tok, trajectories, args)
@@ -365,10 +367,18 @@ def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> 
     return elapsed
 
 
+#: set when the policy is on a GPU: a section's wall time then waits for the kernels it queued
+_CUDA_SYNC = False
+
+
 def _usage() -> tuple[float, float, int]:
     """(wall, CPU of every thread of this process, minor page faults so far): what a section is charged."""
     import resource
 
+    if _CUDA_SYNC:
+        import torch
+
+        torch.cuda.synchronize()
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return time.perf_counter(), ru.ru_utime + ru.ru_stime, ru.ru_minflt
 

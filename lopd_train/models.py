@@ -290,6 +290,43 @@ def base_only(peft_model) -> Iterator[None]:
             p.requires_grad_(True)
 
 
+def enable_gradient_checkpointing(peft_model) -> None:
+    """transformers' gradient checkpointing (non-reentrant), each layer's recomputation run in the adapter mode
+    of its forward. The mode is global state (which LoRA adapter is active, or none): LOPD's composer encodes
+    with the composer adapter and its teacher scores with none, but their backward runs later, with the student
+    active, and a plain recomputation would then rebuild those activations with the student's LoRA: an error
+    when the ranks differ, silently wrong gradients when they do not. ``context_fn`` (torch.utils.checkpoint)
+    records the mode at each forward and restores it around that layer's recomputation only."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    layers = [m for m in peft_model.modules() if isinstance(m, BaseTunerLayer)]
+
+    def mode() -> tuple[Any, bool]:
+        return layers[0]._active_adapter, bool(layers[0]._disable_adapters)
+
+    def put(m: tuple[Any, bool]) -> None:
+        for layer in layers:  # peft's own setters also change requires_grad; the recomputation must not
+            layer._active_adapter, layer._disable_adapters = m
+
+    @contextlib.contextmanager
+    def replay(saved: tuple[Any, bool]) -> Iterator[None]:
+        now = mode()
+        if now == saved:
+            yield
+            return
+        put(saved)
+        try:
+            yield
+        finally:
+            put(now)
+
+    def context_fn():
+        return contextlib.nullcontext(), replay(mode())
+
+    peft_model.get_base_model().gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn})
+
+
 def adapter_parameters(peft_model, name: str) -> list[torch.nn.Parameter]:
     return [p for n, p in peft_model.named_parameters() if "lora_" in n and f".{name}." in n]
 

@@ -62,3 +62,57 @@ def test_one_step_of_the_gpu_config_runs_on_cpu_with_a_tiny_qwen3(tmp_path):
     assert [r["phase"] for r in rows if r["phase"] in ("bank", "train")] == ["bank", "train"]
     (bank,) = [r for r in rows if r["phase"] == "bank"]
     assert result["rollouts"] == bank["bank_rollouts"] + 2  # the bank's rollouts, then 2 tasks x 1
+
+
+# ------------------------------------------------------------------ on a GPU (benchmarks/gpu_check.sh runs these)
+cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                          reason="needs a CUDA device: benchmarks/gpu_check.sh runs it on the GPU machine")
+
+
+@cuda
+def test_one_step_of_the_gpu_config_runs_on_cuda_in_bf16(tmp_path):
+    """The same step on the GPU, in the dtype the GPU config trains in (bf16), the backbone and both adapters
+    on the device."""
+    values = load_config_file(str(CONFIG))
+    model = tiny_qwen3(tmp_path / "tiny-qwen3")
+    values.update(model=str(model), device="cuda", dtype="bfloat16", rollout_backend="hf",
+                  env_kwargs=json.dumps({"source": "ours", "split": "rl"}), eval_env_kwargs="{}",
+                  tasks_per_step=2, steps=1, max_new_tokens=16, max_sequence_tokens=4096, lora_r=4, lora_alpha=8,
+                  qformer_layers=1, qformer_dim=32, qformer_heads=4, num_latents=4, experience_tokens=64,
+                  bank_samples=1, cold_start_steps=1, cold_start_min_successes=1, allow_empty_cold_start=True,
+                  pig_every=0, eval_every_rollouts=0, export=False, tensorboard=False, progress=False,
+                  output_dir=str(tmp_path / "run"), env_workers=2)
+    result = train(TrainConfig(**values))
+    assert result["step"] == 1
+    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    (step,) = [r for r in rows if r["phase"] == "train"]
+    assert all(v == v for k, v in step.items() if isinstance(v, float) and k.startswith(("student_kl", "beta")))
+
+
+@cuda
+@pytest.mark.parametrize("algo", ["lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla"])
+def test_every_algorithm_trains_on_cuda_with_a_cold_start_and_pig(tmp_path, algo):
+    """Every algorithm, two steps on the GPU in bf16 on the coin env (whose random policy succeeds, so LOPD's
+    bank, cold start, probe NLL and PIG metric all have something to run on), then a resume from the
+    checkpoint: nothing of the update may assume a CPU tensor."""
+    import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+
+    base = dict(model="tiny-random", env="lopd-test/Coin-v0", category="all", algo=algo, device="cuda",
+                dtype="bfloat16", steps=2, tasks_per_step=2, group_size=2, max_new_tokens=8, num_latents=4,
+                qformer_dim=32, qformer_layers=1, experience_tokens=64, lora_r=4, lora_alpha=8,
+                composer_lora_r=4, composer_lora_alpha=8, progress=False, export=False, tensorboard=False,
+                output_dir=str(tmp_path / "run"), tasks="heads_0,heads_1,tails_0,tails_1")
+    if algo == "lopd":
+        base.update(cold_start_steps=2, cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=3,
+                    pig_trajectories=1, pig_every=1)
+    result = train(TrainConfig(**base))
+    assert result["step"] == 2
+    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    steps = [r for r in rows if r["phase"] == "train"]
+    assert len(steps) == 2
+    if algo == "lopd":
+        (summary,) = [r for r in rows if r["phase"] == "cold_start" and "cold_start_empty" in r]
+        assert summary["cold_start_steps"] == 2
+        assert "probe_teacher_nll" in steps[-1]
+    resumed = train(TrainConfig(**{**base, "steps": 3}), resume=True)
+    assert resumed["step"] == 3

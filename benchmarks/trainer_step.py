@@ -700,7 +700,7 @@ def run_worker(mode: str, passthrough: list[str], mmap_threshold: bool | None = 
     worker runs with the allocator as the trainer has it."""
     if mmap_threshold is None:
         mmap_threshold = mode in ALGOS or mode == "sweep"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)}
     if mmap_threshold:
         env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **env}
     else:

@@ -75,8 +75,12 @@ def test_one_step_of_the_gpu_config_runs_on_cuda_in_bf16(tmp_path):
     on the device."""
     values = load_config_file(str(CONFIG))
     model = tiny_qwen3(tmp_path / "tiny-qwen3")
+    import shutil
+
+    # lopd's own EnvScaler environments; a GPU machine without bubblewrap (the device tool's) runs them unisolated
+    env_kwargs = {"source": "ours", "split": "rl", **({} if shutil.which("bwrap") else {"allow_unisolated": True})}
     values.update(model=str(model), device="cuda", dtype="bfloat16", rollout_backend="hf",
-                  env_kwargs=json.dumps({"source": "ours", "split": "rl"}), eval_env_kwargs="{}",
+                  env_kwargs=json.dumps(env_kwargs), eval_env_kwargs="{}",
                   tasks_per_step=2, steps=1, max_new_tokens=16, max_sequence_tokens=4096, lora_r=4, lora_alpha=8,
                   qformer_layers=1, qformer_dim=32, qformer_heads=4, num_latents=4, experience_tokens=64,
                   bank_samples=1, cold_start_steps=1, cold_start_min_successes=1, allow_empty_cold_start=True,

@@ -54,9 +54,9 @@ def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
     random.setstate(state["python"])
     np_rng.bit_generator.state = state["numpy"]
-    torch.set_rng_state(state["torch"])
+    torch.set_rng_state(state["torch"].cpu())  # a checkpoint loaded onto the GPU brings these there too
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
 def latest(ckpt_dir: Path) -> Path | None:

@@ -46,19 +46,29 @@ def tiny_qwen3(folder: Path) -> Path:
     return folder
 
 
-def test_one_step_of_the_gpu_config_runs_on_cpu_with_a_tiny_qwen3(tmp_path):
+def one_step(tmp_path: Path, **over) -> tuple[dict, list[dict]]:
+    """One step of the GPU config, shrunk: a tiny random Qwen3, lopd's own EnvScaler environments (run
+    unisolated on a machine without bubblewrap, e.g. the GPU tool's), small adapters and composer, a one-step
+    cold start; ``over`` sets the device, the dtype and checkpointing. Returns the result and the metrics rows."""
+    import shutil
+
     values = load_config_file(str(CONFIG))
-    model = tiny_qwen3(tmp_path / "tiny-qwen3")
-    values.update(model=str(model), dtype="float32", rollout_backend="hf", gradient_checkpointing=False,
-                  env_kwargs=json.dumps({"source": "ours", "split": "rl"}), eval_env_kwargs="{}",
+    env_kwargs = {"source": "ours", "split": "rl", **({} if shutil.which("bwrap") else {"allow_unisolated": True})}
+    values.update(model=str(tiny_qwen3(tmp_path / "tiny-qwen3")), rollout_backend="hf",
+                  env_kwargs=json.dumps(env_kwargs), eval_env_kwargs="{}",
                   tasks_per_step=2, steps=1, max_new_tokens=16, max_sequence_tokens=4096, lora_r=4, lora_alpha=8,
                   qformer_layers=1, qformer_dim=32, qformer_heads=4, num_latents=4, experience_tokens=64,
                   bank_samples=1, cold_start_steps=1, cold_start_min_successes=1, allow_empty_cold_start=True,
                   pig_every=0, eval_every_rollouts=0, export=False, tensorboard=False, progress=False,
-                  output_dir=str(tmp_path / "run"), env_workers=2)
+                  output_dir=str(tmp_path / "run"), env_workers=2, **over)
     result = train(TrainConfig(**values))
-    assert result["step"] == 1
     rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return result, rows
+
+
+def test_one_step_of_the_gpu_config_runs_on_cpu_with_a_tiny_qwen3(tmp_path):
+    result, rows = one_step(tmp_path, dtype="float32", gradient_checkpointing=False)
+    assert result["step"] == 1
     assert [r["phase"] for r in rows if r["phase"] in ("bank", "train")] == ["bank", "train"]
     (bank,) = [r for r in rows if r["phase"] == "bank"]
     assert result["rollouts"] == bank["bank_rollouts"] + 2  # the bank's rollouts, then 2 tasks x 1
@@ -71,24 +81,10 @@ cuda = pytest.mark.skipif(not __import__("torch").cuda.is_available(),
 
 @cuda
 def test_one_step_of_the_gpu_config_runs_on_cuda_in_bf16(tmp_path):
-    """The same step on the GPU, in the dtype the GPU config trains in (bf16), the backbone and both adapters
-    on the device."""
-    values = load_config_file(str(CONFIG))
-    model = tiny_qwen3(tmp_path / "tiny-qwen3")
-    import shutil
-
-    # lopd's own EnvScaler environments; a GPU machine without bubblewrap (the device tool's) runs them unisolated
-    env_kwargs = {"source": "ours", "split": "rl", **({} if shutil.which("bwrap") else {"allow_unisolated": True})}
-    values.update(model=str(model), device="cuda", dtype="bfloat16", rollout_backend="hf",
-                  env_kwargs=json.dumps(env_kwargs), eval_env_kwargs="{}",
-                  tasks_per_step=2, steps=1, max_new_tokens=16, max_sequence_tokens=4096, lora_r=4, lora_alpha=8,
-                  qformer_layers=1, qformer_dim=32, qformer_heads=4, num_latents=4, experience_tokens=64,
-                  bank_samples=1, cold_start_steps=1, cold_start_min_successes=1, allow_empty_cold_start=True,
-                  pig_every=0, eval_every_rollouts=0, export=False, tensorboard=False, progress=False,
-                  output_dir=str(tmp_path / "run"), env_workers=2)
-    result = train(TrainConfig(**values))
+    """The same step on the GPU, in the dtype the GPU config trains in (bf16) and with its gradient
+    checkpointing, the backbone and both adapters on the device."""
+    result, rows = one_step(tmp_path, device="cuda", dtype="bfloat16")
     assert result["step"] == 1
-    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
     (step,) = [r for r in rows if r["phase"] == "train"]
     assert all(v == v for k, v in step.items() if isinstance(v, float) and k.startswith(("student_kl", "beta")))
 

@@ -534,7 +534,10 @@ def timing_worker(args) -> dict:
             with SectionTimer() as sections:
                 r = timed_update(algo, trajectories, device)
             out["algos"][name]["supervised"] = r["metrics"].get("context_fraction", 1.0)
-            if rep:
+            if rep:  # also printed as it comes: a run stopped before its summary keeps the split (the GPU check)
+                print(f"  {name}: update {r['seconds']:.2f} s, peak {r['peak_mb']:.0f} MB; " + ", ".join(
+                    f"{k} {v:.2f}" for k, v in sorted(sections.seconds.items(), key=lambda kv: -kv[1])),
+                    file=sys.stderr, flush=True)
                 entry = out["algos"][name]
                 entry["times"].append(r["seconds"])
                 entry["cpu_times"].append(r["cpu_seconds"])
@@ -546,7 +549,7 @@ def timing_worker(args) -> dict:
                 out["rollout_top_m_times"].append(roll_top_m)
             out["orders"].append(order)
             out["load_1min"].append(round(load, 2))
-        print(f"round {rep}/{args.reps}{' (warm-up)' if not rep else ''}, load {load:.1f}: " + ", ".join(
+        print(f"round {rep}/{args.reps}{' (warm-up)' if not rep else ''}, load {load:.1f}, rollout {roll:.1f} s: " + ", ".join(
             f"{n} {out['algos'][n]['times'][-1]:.1f} s" if rep else n for n in order), file=sys.stderr, flush=True)
     tmp.cleanup()
     return out

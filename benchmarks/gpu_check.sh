@@ -92,7 +92,7 @@ step model "$(limit 60)" $PY benchmarks/random_model.py "$SHAPE" --tokenizer .de
 # 3. the CPU study's shape, on the GPU (fast: first)
 # shellcheck disable=SC2086
 step trainer_step_study "$(limit 150)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
-  --dtype "$DTYPE" --algos grpo lopd --reps 2 $STUDY --json "$RESULTS/trainer_step_study.json"
+  --dtype "$DTYPE" --algos grpo lopd --reps 2 --profile 25 $STUDY --json "$RESULTS/trainer_step_study.json"
 # 4. LOPD's update against GRPO's at the reference's shape
 # shellcheck disable=SC2086
 step trainer_step_reference "$(limit 170)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \

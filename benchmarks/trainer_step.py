@@ -551,8 +551,36 @@ def timing_worker(args) -> dict:
             out["load_1min"].append(round(load, 2))
         print(f"round {rep}/{args.reps}{' (warm-up)' if not rep else ''}, load {load:.1f}, rollout {roll:.1f} s: " + ", ".join(
             f"{n} {out['algos'][n]['times'][-1]:.1f} s" if rep else n for n in order), file=sys.stderr, flush=True)
+    if args.profile:
+        profile_updates(objs, trajectories, device, args.profile)
     tmp.cleanup()
     return out
+
+
+def profile_updates(objs: dict, trajectories, device, top: int) -> None:
+    """One more update of each algorithm under torch.profiler; its ``top`` operators by self time (CUDA time
+    on a GPU), printed to stderr. Not counted in any figure."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    # on a GPU both: the kernels' own time, and the host's (launches, Python, syncs), which many small passes pay
+    keys = ["self_device_time_total", "self_cpu_time_total"] if gpu else ["self_cpu_time_total"]
+    for name, algo in objs.items():
+        steady_state(algo, trajectories)
+        with profile(activities=activities) as prof:
+            algo.update(trajectories)
+            if gpu:
+                torch.cuda.synchronize()
+        ops = prof.key_averages()
+        for key in keys:
+            try:
+                table = ops.table(sort_by=key, row_limit=top)
+            except (KeyError, AttributeError, ValueError) as e:  # an older torch names the device column otherwise
+                table = f"(no table by {key}: {e})"
+            print(f"profile of one {name} update ({len(ops)} operators; top {top} by {key}):\n{table}",
+                  file=sys.stderr, flush=True)
 
 
 def held_back_student_kl(algo, trajectories) -> float:
@@ -802,6 +830,10 @@ def main(argv=None) -> int:
     p.add_argument("--sweep-steps", type=int, default=3)
     p.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS,
                    help="algorithms timed on the batch (grpo, the baseline of every ratio, is required)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after the timed rounds, profile one more update of each algorithm with torch.profiler and "
+                        "print its N most expensive operators (self time; on a GPU, by CUDA time): where the time "
+                        "of many small passes goes, which the sections cannot show")
     p.add_argument("--explain", action="store_true",
                    help="also time the student's forward alone and with LOPD's graphs alive, under the trainer's "
                         "allocator and the memory workers' (see explain_worker)")

@@ -107,3 +107,13 @@ def test_summary_pairs_each_round_with_grpos():
 def test_grpo_is_required():
     with pytest.raises(SystemExit):
         bench.main(["--algos", "lopd", "opsd", "--model", "tiny-random"])
+
+
+def test_profile_prints_each_algorithms_most_expensive_operators(capsys):
+    """``--profile N``: one more update of each algorithm under torch.profiler, its N costliest operators printed
+    (the GPU check reads them to see where LOPD's many small passes spend their time)."""
+    assert bench.main(["--worker", "timing", *worker_args(algos=["grpo", "lopd"], profile="3")]) == 0
+    err = capsys.readouterr().err
+    for name in ("grpo", "lopd"):
+        (block,) = [b for b in err.split("profile of one ")[1:] if b.startswith(f"{name} update")]
+        assert "top 3 by self_cpu_time_total" in block and "aten::" in block

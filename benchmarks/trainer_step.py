@@ -104,6 +104,15 @@ the diagnostic issue 23 asks for after each composer update, and costs 17 % of t
 method (the encoder's forward and backward over the experience, the teacher's tail with a graph to the latents)
 and the probe.
 
+**After adapter switching stopped walking every module** (2026-12-04 13:03, ``models.set_adapter_mode``; the
+same command, default allocator, load 4.0-4.3, ``..._fp32_switch.txt``): GRPO 42.4 s, LOPD 102.2 s, **2.41x**
+(CPU 2.42x), whole step **1.82x**, peak memory 1.90x; sections: student forward 19.9 and backward 21.7 (GRPO's
+17.8 and 24.4), compose 7.4, teacher forward 10.0, composer backward 24.3, probe NLL 17.4 (without it 2.00x).
+At 2 tasks x 2 rollouts, with ``--profile 30``: 2.19x, whole step 1.65x; the profile of LOPD's update is
+56 % ``aten::mm`` and 24 % attention (its forward and backward kernels), nothing else above 4 %: on the CPU
+what is left is the method's own compute. On a 36-layer model the old switches cost ~0.16 s and ~0.27 s each
+(a few dozen per update), which matters most on a GPU (``benchmarks/results/gpu_check/README.md``).
+
 Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
 (2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
 

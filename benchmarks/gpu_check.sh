@@ -23,7 +23,8 @@
 #   4. benchmarks/trainer_step.py on it at the reference's shape (32 tasks x 1 rollout, J = 3): LOPD's update
 #      against GRPO's, the goal's ratios, on the hardware the reference uses;
 #   5. benchmarks/generation.py on it: tokens/s at batch 1, 8, 32 (HF generate and lopd's sampler).
-# Results of 2026-12-04 (two runs, 15 device minutes): benchmarks/results/gpu_check/README.md.
+# Results (runs 1-2 of session 23, runs 3-4 of session 24; 15 device minutes each): benchmarks/results/gpu_check/README.md.
+# REF_LIMIT=390 SKIP="tests trainer_step_study generation" runs step 4 alone with room for its warm-up (HF generate of 32 x 256).
 # Not here: vLLM (its wheel is ~400 MB, over what the tool carries) and real Qwen3 weights (no network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,7 +83,7 @@ BertModel(BertConfig.from_pretrained(sys.argv[1])).save_pretrained(sys.argv[1])"
 export LOPD_EMBEDDER=$EMB
 
 # 1. the GPU tests (on a CPU they are skipped but the config still parses)
-step tests "$(limit 240)" $PY -m pytest -v -p no:cacheprovider -n 4 tests/test_gpu_config.py -rA $TESTS
+step tests "$(limit 180)" $PY -m pytest -v -p no:cacheprovider -n 4 tests/test_gpu_config.py -rA $TESTS
 
 # 2. a random model of the reference's size
 MODEL=/tmp/gpu-check-$SHAPE
@@ -91,11 +92,11 @@ step model "$(limit 60)" $PY benchmarks/random_model.py "$SHAPE" --tokenizer .de
 
 # 3. the CPU study's shape, on the GPU (fast: first)
 # shellcheck disable=SC2086
-step trainer_step_study "$(limit 150)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
+step trainer_step_study "$(limit 240)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
   --dtype "$DTYPE" --algos grpo lopd --reps 2 --profile 25 $STUDY --json "$RESULTS/trainer_step_study.json"
 # 4. LOPD's update against GRPO's at the reference's shape
 # shellcheck disable=SC2086
-step trainer_step_reference "$(limit 170)" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
+step trainer_step_reference "$(limit "${REF_LIMIT:-170}")" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
   --dtype "$DTYPE" --algos grpo lopd --reps 1 --gradient-checkpointing $REF --json "$RESULTS/trainer_step_reference.json"
 
 # 5. generation tokens/s at batch 1, 8, 32

@@ -400,7 +400,7 @@ class SectionTimer:
     then falls into "rest". Not used for the ratios.
 
     Sections: ``score_group`` as each algorithm module calls it (``teacher=True``: "teacher forward", else
-    "student forward"), LOPD's ``compose``/``teacher_logprobs``/``anchor_latents`` and its probe NLL after the
+    "student forward"), LOPD's ``compose``/``compose_many``/``teacher_logprobs``/``anchor_latents`` and its probe NLL after the
     composer step (``probe_nll``: its compose and teacher pass count there, not above), the text baselines'
     ``prepare`` (Skill-SD's summaries), ``contexts`` (retrieval and the text) and ``teacher_logits``, the
     optimiser steps, and "rest" (retrieval, tokenising, buckets and losses). Page faults are what a forward
@@ -449,6 +449,7 @@ class SectionTimer:
 
         after = {"student forward": "student backward", "anchor (cached)": "composer backward"}
         self._wrap(lopd.LOPD, "compose", "compose (encoder + Q-Former)")
+        self._wrap(lopd.LOPD, "compose_many", "compose (encoder + Q-Former)")  # a chunk's groups in one pass
         self._wrap(lopd.LOPD, "teacher_logprobs", "teacher forward")
         self._wrap(lopd.LOPD, "anchor_latents", "anchor (cached)")
         self._wrap(lopd.LOPD, "probe_nll", "probe NLL (no graph)")

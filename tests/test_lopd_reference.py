@@ -360,3 +360,22 @@ def test_scoring_several_groups_in_one_student_pass_changes_nothing(tmp_path, al
     scale = max(float(g.abs().max()) for g in g1.values())
     off = {n: float((g1[n] - g8[n]).abs().max()) for n in g1 if not torch.allclose(g1[n], g8[n], rtol=1e-4, atol=1e-6 * scale)}
     assert not off, off
+
+
+def test_composing_several_contexts_in_one_encoder_pass_gives_each_its_own_latents(tmp_path):
+    """``compose_many``: all (task, experience) pairs of several groups in one padded encoder pass; each
+    context gets the ``[J*K, d]`` latents it gets alone (padding masked), in order, whatever the J of each.
+    (The update's and the cold start's gradients through it: the --score-batch test above.)"""
+    *_, trajs, algo = lopd_setup(tmp_path)
+    members_of = [[t] for t in trajs[::3]]
+    hits = algo.retrieve(members_of)
+    contexts = [(members_of[0][0].task, hits[0][:1]), (members_of[1][0].task, hits[1][:2]),
+                ("a task with a much longer instruction than the others " * 4, hits[0][:2])]
+    assert [len(e) for _, e in contexts] == [1, 2, 2]
+    with torch.no_grad():
+        together = algo.compose_many(contexts)
+        alone = [algo.compose(task, e) for task, e in contexts]
+    assert [z.shape[0] for z in together] == [algo.cfg.num_latents * len(e) for _, e in contexts]
+    for a, b in zip(together, alone):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(together[0], together[1][:algo.cfg.num_latents], atol=1e-3)  # not one context copied

@@ -188,9 +188,23 @@ class LOPD(Algorithm):
 
     def compose(self, task: str, experiences: list[Any], composer: Composer | None = None) -> torch.Tensor:
         """The latent context ``[J*K, d]`` for a task: each experience encoded together with the task."""
+        return self.compose_many([(task, experiences)], composer)[0]
+
+    def compose_many(self, contexts: list[tuple[str, list[Any]]], composer: Composer | None = None) -> list[torch.Tensor]:
+        """:meth:`compose` for several ``(task, experiences)`` at once: every (task, experience) pair of all of
+        them in one encoder pass (one padded batch, masked: each pair's latents are what it gets alone), then
+        cut back into one ``[J*K, d]`` context each. One pass instead of one per group is the point: on a GPU
+        a group's pass is a few hundred small kernels, and a step composes for every group and every probe."""
         composer = composer or self.composer
-        latents = composer.encode([(task, experience_text(e, self.cfg.experience_format)) for e in experiences])
-        return latents.reshape(-1, latents.shape[-1])
+        pairs = [(task, experience_text(e, self.cfg.experience_format)) for task, exps in contexts for e in exps]
+        if not pairs:
+            return [torch.empty(0) for _ in contexts]
+        latents = composer.encode(pairs)
+        out, i = [], 0
+        for _, exps in contexts:
+            out.append(latents[i:i + len(exps)].reshape(-1, latents.shape[-1]))
+            i += len(exps)
+        return out
 
     @torch.no_grad()
     def anchor_latents(self, g: Group) -> torch.Tensor:
@@ -245,10 +259,12 @@ class LOPD(Algorithm):
             train_composer = not cfg.freeze_composer
             for chunk in self.chunks(groups):  # --score-batch rollouts: one student pass for the whole chunk
                 live = []  # per group: latents, teacher buckets and log-probs of the sampled tokens, with graph
-                for g in chunk:
+                with torch.set_grad_enabled(train_composer):
+                    # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders; the
+                    # chunk's pairs in one encoder pass
+                    z_of = self.compose_many([(g.task, g.experiences) for g in chunk])
+                for g, z in zip(chunk, z_of):
                     with torch.set_grad_enabled(train_composer):
-                        # 2. compose: J·K latent tokens from (task, experience) pairs, for the placeholders
-                        z = self.compose(g.task, g.experiences)
                         # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
                         t_logp = self.teacher_logprobs(g, z)
                         g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
@@ -288,12 +304,13 @@ class LOPD(Algorithm):
                         t.table_notes = {"experience_ids": [e.id for e in g.experiences],
                                          "delta": d / max(len(lt), 1), "teacher_student_kl": kl}
 
-                # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same
+                # 5. composer step: KL + β (m - δ) + λ·anchor per rollout, each supervised rollout weighing the same;
+                # one backward for the chunk (its groups share the encoder pass)
+                loss = 0.0
                 for g, (z, q_t, t_logp_y) in zip(chunk, live):
                     if not train_composer:
                         break
                     z0 = self.anchor_latents(g)
-                    loss = 0.0
                     for k, t in enumerate(g.members):
                         terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
                                                           t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef)
@@ -301,9 +318,9 @@ class LOPD(Algorithm):
                         loss = loss + terms.loss * weight
                         m["composer_kl"] += terms.kl / n_rollouts / len(batches)
                         m["anchor"] += terms.anchor / n_rollouts / len(batches)
+                if train_composer:
                     loss.backward()
-                    del loss
-                del live
+                del live, loss
             m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
             if train_composer:
                 m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
@@ -334,9 +351,9 @@ class LOPD(Algorithm):
         if not self.probes:
             return float("nan")
         total, n = 0.0, 0
-        for t, exps in self.probes:
-            g = self.group([t], exps)
-            (lp,) = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
+        groups = [self.group([t], exps) for t, exps in self.probes]
+        for g, z in zip(groups, self.compose_many([(g.task, g.experiences) for g in groups])):
+            (lp,) = self.teacher_logprobs(g, z)
             total += float(-lp.gather(-1, g.targets[0][:, None]).sum())
             n += len(g.targets[0])
         return total / max(n, 1)
@@ -432,15 +449,14 @@ class LOPD(Algorithm):
             by_group.setdefault((prompt_key(t), tuple(e.id for e in exps)), []).append((t, exps))
         groups = [self.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
         n_tokens = sum(g.n_tokens for g in groups)
-        total = 0.0
-        for g in groups:
-            t_logp = self.teacher_logprobs(g, self.compose(g.task, g.experiences))
-            loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
-            loss.backward()
-            total += float(loss.detach())
-            del t_logp, loss
+        loss = 0.0
+        for g, z in zip(groups, self.compose_many([(g.task, g.experiences) for g in groups])):  # one encoder pass
+            t_logp = self.teacher_logprobs(g, z)
+            loss = loss + sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
+            del t_logp
+        loss.backward()
         self.step_optimizer(self.composer_opt, self.composer_params)
-        return total
+        return float(loss.detach())
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -113,6 +113,18 @@ At 2 tasks x 2 rollouts, with ``--profile 30``: 2.19x, whole step 1.65x; the pro
 what is left is the method's own compute. On a 36-layer model the old switches cost ~0.16 s and ~0.27 s each
 (a few dozen per update), which matters most on a GPU (``benchmarks/results/gpu_check/README.md``).
 
+**After composing a chunk's groups in one encoder pass** (2026-12-04 16:05-16:24, ``LOPD.compose_many``; the same
+command, one timed round with five processes on the two cores, load 6.3-6.5, ``..._fp32_batched.txt``): GRPO
+42.9 s, LOPD 128.0 s, 2.98x (CPU 2.95x), whole step 2.05x. On the CPU the one pass changes nothing (compose 7.3 s
+against 7.4; the same FLOPs); what moved is the load: LOPD's student forward and backward, the same passes as
+GRPO's, took 29.5 CPU s against GRPO's 20.6, with 561 thousand page faults (the graphs-alive effect described
+below, larger on a loaded machine). The one pass is for the GPU, where each pass is a few hundred small kernels:
+there LOPD's update at this shape fell from 4.2-5.2 s (8-10x GRPO's) to 2.17 s (4.75x), and **at the reference's
+shape** (random Qwen3-4B, bf16, 32 tasks x 1 rollout, J = 3, 1,024-token prompts, 256 sampled tokens, gradient
+checkpointing) LOPD's update is **2.10x** GRPO's (33.5 s against 16.0) and its whole step **1.44x**
+(``benchmarks/results/gpu_check/README.md``, runs 3-4): the whole-step goal is met where the reference runs, the
+update goal nearly; on this CPU neither is.
+
 Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
 (2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
 

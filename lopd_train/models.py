@@ -210,6 +210,23 @@ def warn_slow_dtype(dtype: torch.dtype, device: torch.device) -> str | None:
     return msg
 
 
+def warn_oversubscribed(threads: int, load: float, cores: int) -> str | None:
+    """The warning for more torch threads than the cores other processes leave free (logged, and returned for
+    tests), else None. torch's CPU kernels split each matmul over its threads and wait for the slowest; when
+    another process holds a core, a thread waits for the scheduler at every kernel: the README main job's cold
+    start took 145-470 s a step with two threads beside three single-thread processes on two cores, and 9 s
+    alone (2026-12-04). One thread then runs at least as fast as two, so the run should say so before its
+    first step; a machine that becomes busy later is not caught."""
+    free = cores - load
+    if threads <= 1 or free >= threads - 0.5:
+        return None
+    msg = (f"{threads} torch threads, but the load average is {load:.1f} on {cores} cores: each matmul waits for "
+           f"its slowest thread, which other processes keep off a core (measured 15-50x slower a step); "
+           f"--threads 1 (or OMP_NUM_THREADS=1) is faster on a shared machine")
+    log.warning(msg)
+    return msg
+
+
 def parse_dtype(name: str | None, device: torch.device) -> torch.dtype:
     if name in (None, "", "auto"):
         return default_dtype(device)

@@ -1,5 +1,6 @@
-"""The weights dtype: ``auto`` is float32 on CPU, and an explicit bf16 on a CPU without bf16 hardware is run
-but warned about (on such a CPU its backward was measured ~30x slower than float32)."""
+"""Run-speed choices a run warns about: the weights dtype (``auto`` is float32 on CPU; an explicit bf16 on a CPU
+without bf16 hardware is run but warned about, its backward measured ~30x slower than float32 there), and more
+torch threads than the machine has free cores."""
 
 from __future__ import annotations
 
@@ -33,3 +34,35 @@ def test_bf16_on_a_cpu_without_bf16_hardware_is_warned_about(monkeypatch, caplog
     assert models.warn_slow_dtype(torch.bfloat16, cpu) is None  # bf16 hardware: bf16 is the fast choice
     monkeypatch.setattr(models, "native_bf16_cpu", lambda cpuinfo=None: None)
     assert models.warn_slow_dtype(torch.bfloat16, cpu) is None  # cannot tell: no false alarm
+
+
+def test_threads_beyond_the_free_cores_are_warned_about_and_a_free_machine_is_not(caplog):
+    from lopd_train.models import warn_oversubscribed
+
+    assert warn_oversubscribed(2, 0.3, 2) is None  # an idle 2-core machine: torch's default is right
+    assert warn_oversubscribed(1, 9.0, 2) is None  # one thread: nothing to wait for
+    assert warn_oversubscribed(8, 3.0, 16) is None
+    with caplog.at_level("WARNING"):
+        msg = warn_oversubscribed(2, 3.0, 2)  # the README main job beside the study's three processes
+    assert msg and "--threads 1" in msg and "3.0 on 2 cores" in msg and msg in caplog.text
+    assert warn_oversubscribed(16, 4.0, 16)  # 12 cores free for 16 threads
+
+
+def test_the_trainer_checks_the_load_before_its_first_step(tmp_path, monkeypatch):
+    """Wired into ``Trainer.__init__``: a busy machine and more than one thread give the warning."""
+    import os
+
+    import torch
+
+    from lopd_train import models
+    from lopd_train.config import TrainConfig
+    from lopd_train.training.trainer import Trainer
+
+    seen = []
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(models, "warn_oversubscribed", lambda *a: seen.append(a))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    import lopd_train.testing  # noqa: F401  (registers the coin-flip env)
+
+    Trainer(TrainConfig(model="tiny-random", env="lopd-test/Coin-v0", category="all", output_dir=str(tmp_path / "run")))
+    assert seen and seen[0][:2] == (2, 64.0)

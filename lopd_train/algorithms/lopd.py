@@ -5,8 +5,8 @@ One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task gro
 1. **retrieve** the top-J experiences for each task (never the task's own rollouts); a rollout for which
    nothing was retrieved gets no supervision at all (``skipped_no_context``);
 2. **compose**: the composer encodes "task to solve + experience" for each retrieved experience into K latent
-   tokens; the J·K latents replace a run of placeholder ids inside the task's user turn
-   (``lopd_train.latent.context``);
+   tokens (every pair of a ``--score-batch`` chunk of groups in one encoder pass, :meth:`LOPD.compose_many`);
+   the J·K latents replace a run of placeholder ids inside the task's user turn (``lopd_train.latent.context``);
 3. **teacher top-k**: the frozen backbone re-scores the student's tokens with that context; its top-M ids
    are the KL support (``--kl-support teacher``; the student's top-M with ``student``) and its buckets (top-M
    + precise tail), detached, the student's target. One pass per group serves both steps: the composer step

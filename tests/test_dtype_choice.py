@@ -4,6 +4,8 @@ torch threads than the machine has free cores."""
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from lopd_train import models
@@ -44,25 +46,45 @@ def test_threads_beyond_the_free_cores_are_warned_about_and_a_free_machine_is_no
     assert warn_oversubscribed(8, 3.0, 16) is None
     with caplog.at_level("WARNING"):
         msg = warn_oversubscribed(2, 3.0, 2)  # the README main job beside the study's three processes
-    assert msg and "--threads 1" in msg and "3.0 on 2 cores" in msg and msg in caplog.text
+    assert msg and "--threads 1" in msg and "3.0 of 2 cores" in msg and msg in caplog.text
     assert warn_oversubscribed(16, 4.0, 16)  # 12 cores free for 16 threads
 
 
 def test_the_trainer_checks_the_load_before_its_first_step(tmp_path, monkeypatch):
-    """Wired into ``Trainer.__init__``: a busy machine and more than one thread give the warning."""
-    import os
-
-    import torch
+    """Wired into ``Trainer.__init__``: a busy machine and more than one thread give the warning; the busy cores
+    are measured, not the load average (which still counts a ``pip install`` that has ended)."""
 
     from lopd_train import models
     from lopd_train.config import TrainConfig
     from lopd_train.training.trainer import Trainer
 
     seen = []
-    monkeypatch.setattr(os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    monkeypatch.setattr(models, "busy_cores", lambda: 64.0)
     monkeypatch.setattr(models, "warn_oversubscribed", lambda *a: seen.append(a))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     import lopd_train.testing  # noqa: F401  (registers the coin-flip env)
 
     Trainer(TrainConfig(model="tiny-random", env="lopd-test/Coin-v0", category="all", output_dir=str(tmp_path / "run")))
     assert seen and seen[0][:2] == (2, 64.0)
+
+
+def test_cpu_times_read_the_proc_stat_line():
+    from lopd_train.models import cpu_times
+
+    assert cpu_times("cpu  100 0 50 800 50 0 0 0 0 0") == (1000.0, 850.0)  # idle 800 + iowait 50
+    assert cpu_times("cpu 10 0 10 80") == (100.0, 80.0)  # an old kernel: no iowait column
+
+
+def test_busy_cores_sees_a_process_that_holds_a_core():
+    import subprocess
+    import sys
+
+    from lopd_train.models import busy_cores
+
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = busy_cores(1.0)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert busy is not None and 0.6 <= busy <= (os.cpu_count() or 1) + 0.01  # most of a core, at most all of them

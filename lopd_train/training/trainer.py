@@ -127,8 +127,10 @@ class Trainer:
         self.ckpt_dir.mkdir(exist_ok=True)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        if hasattr(os, "getloadavg"):  # the load of the minute before the run: a shared machine says so now
-            models.warn_oversubscribed(torch.get_num_threads(), os.getloadavg()[0], os.cpu_count() or 1)
+        if self.dist.world_size == 1 and torch.get_num_threads() > 1:  # a shared machine says so now
+            busy = models.busy_cores()
+            if busy is not None:
+                models.warn_oversubscribed(torch.get_num_threads(), busy, os.cpu_count() or 1)
         if cfg.algo not in ALGORITHMS:
             raise ValueError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
         latest = checkpoints.latest(self.ckpt_dir)

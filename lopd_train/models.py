@@ -218,7 +218,7 @@ def cpu_times(stat_line: str) -> tuple[float, float]:
     return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0.0)
 
 
-def busy_cores(interval: float = 0.5, cores: int | None = None) -> float | None:
+def busy_cores(interval: float = 0.25, cores: int | None = None) -> float | None:
     """Cores other processes keep busy now: the non-idle share of ``/proc/stat``'s CPU time over ``interval``
     seconds (this process sleeps meanwhile), times the cores; None where there is no ``/proc/stat``. Not the load
     average: a minute after ``pip install`` it still counts pip, which the README's main command runs just before."""

@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 import weakref
 from pathlib import Path
 from typing import Any, Iterator
@@ -211,28 +210,13 @@ def warn_slow_dtype(dtype: torch.dtype, device: torch.device) -> str | None:
     return msg
 
 
-def cpu_times(stat_line: str) -> tuple[float, float]:
-    """``(total, idle)`` jiffies from ``/proc/stat``'s first line (``cpu user nice system idle iowait ...``);
-    idle counts iowait too."""
-    fields = [float(x) for x in stat_line.split()[1:]]
-    return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+def busy_cores(interval: float = 0.25) -> float:
+    """Cores other processes keep busy now: psutil's CPU use over ``interval`` seconds (this process sleeps
+    meanwhile), times the cores. Not the load average: a minute after ``pip install`` it still counts pip, which
+    the README's main command runs just before."""
+    import psutil
 
-
-def busy_cores(interval: float = 0.25, cores: int | None = None) -> float | None:
-    """Cores other processes keep busy now: the non-idle share of ``/proc/stat``'s CPU time over ``interval``
-    seconds (this process sleeps meanwhile), times the cores; None where there is no ``/proc/stat``. Not the load
-    average: a minute after ``pip install`` it still counts pip, which the README's main command runs just before."""
-    try:
-        with open("/proc/stat") as f:
-            t0, i0 = cpu_times(f.readline())
-        time.sleep(interval)
-        with open("/proc/stat") as f:
-            t1, i1 = cpu_times(f.readline())
-    except (OSError, ValueError, IndexError):
-        return None
-    if t1 <= t0:
-        return None
-    return (1.0 - (i1 - i0) / (t1 - t0)) * (cores or os.cpu_count() or 1)
+    return psutil.cpu_percent(interval=interval) / 100.0 * (psutil.cpu_count() or 1)
 
 
 def warn_oversubscribed(threads: int, load: float, cores: int) -> str | None:
@@ -246,7 +230,7 @@ def warn_oversubscribed(threads: int, load: float, cores: int) -> str | None:
     if threads <= 1 or free >= threads - 0.5:
         return None
     msg = (f"{threads} torch threads, but other processes keep {load:.1f} of {cores} cores busy: each matmul waits for "
-           f"its slowest thread, which other processes keep off a core (measured 15-50x slower a step); "
+           f"its slowest thread, and a thread without a core stalls it (measured 15-50x slower a step); "
            f"--threads 1 (or OMP_NUM_THREADS=1) is faster on a shared machine")
     log.warning(msg)
     return msg

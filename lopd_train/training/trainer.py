@@ -128,9 +128,7 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         if self.dist.world_size == 1 and torch.get_num_threads() > 1:  # a shared machine says so now
-            busy = models.busy_cores()
-            if busy is not None:
-                models.warn_oversubscribed(torch.get_num_threads(), busy, os.cpu_count() or 1)
+            models.warn_oversubscribed(torch.get_num_threads(), models.busy_cores(), os.cpu_count() or 1)
         if cfg.algo not in ALGORITHMS:
             raise ValueError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
         latest = checkpoints.latest(self.ckpt_dir)

@@ -124,6 +124,15 @@ shape** (random Qwen3-4B, bf16, 32 tasks x 1 rollout, J = 3, 1,024-token prompts
 checkpointing) LOPD's update is **2.10x** GRPO's (33.5 s against 16.0) and its whole step **1.44x**
 (``benchmarks/results/gpu_check/README.md``, runs 3-4): the whole-step goal is met where the reference runs, the
 update goal nearly; on this CPU neither is.
+update goal nearly; on this CPU neither is.
+
+**The same command on a quiet machine** (2026-12-04 18:41-18:48, the study stopped, one other single-threaded
+job on the second core, load 2.3, two timed rounds, ``..._fp32_quiet.txt``): GRPO 16.2 s, LOPD 39.1 s, **2.41x
+(2.40-2.42)**, whole step **1.81x**, peak memory 1.87x. Without load LOPD's student passes cost what GRPO's do
+(16.4 s against 16.2; the page-fault gap above was the load's); what LOPD adds is the composer backward 9.4 s,
+the teacher forward 4.2, the compose 2.8 and the probe 6.0. Without the probe (a diagnostic, not part of the
+loss) the update is 33.0 s, 2.04x. So on this CPU, at the study's shape, the goals (2x, 1.5x) are not met;
+the rest is the method's own compute (see the profile above).
 
 Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
 (2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.

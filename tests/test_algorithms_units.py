@@ -4,6 +4,7 @@ teacher's update, and the margin flags."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -88,6 +89,50 @@ def test_grpo_kl_to_the_reference_is_zero_at_the_base_model_and_grows_as_the_stu
     assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # the fresh LoRA student is the base model
     second = algo.update(trajs)
     assert second["kl_ref"] > 1e-6
+
+
+def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
+    """A mixed batch (group 0: one success of three; group 1: all three succeed), then the same rollouts all
+    failed; the student's weights after each update and the number of sequences each update scored."""
+    from lopd_train.algorithms import grpo
+    from lopd_train.algorithms.scoring import score_groups as real
+
+    _, _, cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, True), lr=3e-2)
+    scored: list[int] = []
+
+    def spy(policy, seqs, masks, **kw):
+        scored[-1] += sum(len(s) for s in seqs)
+        return real(policy, seqs, masks, **kw)
+
+    monkeypatch.setattr(grpo, "score_groups", spy)
+    weights, metrics = [], []
+    for failed in (False, True):
+        batch = copy.deepcopy(trajs)
+        if failed:
+            for t in batch:
+                t.success = t.trace.success = False
+                t.reward = t.trace.reward = 0.0
+        scored.append(0)
+        if not skip:  # the reference: any KL term turns the skipping off (1e-30 x k3 changes no weight)
+            algo.cfg.grpo_kl_coef = 1e-30
+        metrics.append(algo.update(batch))
+        weights.append([p.detach().clone() for p in algo.student_params])
+    return scored, weights, metrics
+
+
+def test_grpo_skips_zero_advantage_groups_and_ends_with_the_same_weights(tmp_path, monkeypatch):
+    """A group whose rollouts all scored alike is not scored (its gradient is exactly zero), and the weights
+    after each update are those of the run that scored everything, including after a batch with nothing to
+    learn, where AdamW's momentum still moves them (a skipped backward must leave a zero gradient, not none)."""
+    scored, weights, metrics = _grpo_two_updates(tmp_path / "skip", monkeypatch, skip=True)
+    ref_scored, ref_weights, _ = _grpo_two_updates(tmp_path / "all", monkeypatch, skip=False)
+    assert ref_scored == [6, 6] and scored == [3, 0]
+    assert metrics[0]["zero_advantage_groups"] == 0.5 and metrics[1]["zero_advantage_groups"] == 1.0
+    assert metrics[1]["loss"] == 0.0
+    for w, ref in zip(weights, ref_weights):
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(w, ref))
+    moved = max(float((a - b).abs().max()) for a, b in zip(weights[1], weights[0]))
+    assert moved > 1e-4  # the second, all-failed update still stepped (momentum)
 
 
 # --------------------------------------------------------------------------------- EMA teacher

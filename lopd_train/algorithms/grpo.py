@@ -7,7 +7,13 @@ own (one update per rollout batch).
 
 ``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
 (:func:`lopd_train.algorithms.losses.k3_kl`), the reference being the frozen base model (LoRA disabled), scored on the
-same tokens without gradient; 0 (the default, as in DAPO/Dr. GRPO) leaves it out and skips that pass."""
+same tokens without gradient; 0 (the default, as in DAPO/Dr. GRPO) leaves it out and skips that pass.
+
+A group whose rollouts all scored alike has advantage 0 on every token, so its surrogate and its gradient are
+exactly zero: without the KL term its forward and backward are skipped (``zero_advantage_groups`` logs the
+share; with group size 2 about half of the study's steps had nothing else). The optimiser still steps with a
+zero gradient where nothing was scored, as it would have after a backward of zeros (AdamW's moments move on),
+so skipping changes the time of a step, not its result."""
 
 from __future__ import annotations
 
@@ -24,12 +30,17 @@ class GRPO(Algorithm):
 
     def update(self, trajectories):
         cfg = self.cfg
-        metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0, "kl_ref": 0.0}
+        metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0, "kl_ref": 0.0, "zero_advantage_groups": 0.0}
         batches = self.minibatches(trajectories)
         for batch in batches:
             adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
             advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
-            for chunk in self.chunks(batch.groups_of()):  # several groups, one backward (one pass if cheaper)
+            groups = batch.groups_of()
+            if cfg.grpo_kl_coef == 0:  # a zero-advantage group adds exactly nothing to the loss or its gradient
+                live = [g for g in groups if any(float(advantage[id(t)]) != 0.0 for t in g)]
+                metrics["zero_advantage_groups"] += (len(groups) - len(live)) / len(groups) / len(batches)
+                groups = live
+            for chunk in self.chunks(groups):  # several groups, one backward (one pass if cheaper)
                 members = [t for g in chunk for t in g]
                 seqs, masks, targets, old = self.tensors(members)
                 sizes = [len(g) for g in chunk]
@@ -54,5 +65,8 @@ class GRPO(Algorithm):
                     metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)
                 loss.backward()
                 metrics["loss"] += float(loss.detach()) / len(batches)
+            for p in self.student_params:  # what was not scored has the zero gradient a backward would have given
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
             metrics["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
         return metrics

@@ -24,7 +24,8 @@
 #      against GRPO's, the goal's ratios, on the hardware the reference uses;
 #   5. benchmarks/generation.py on it: tokens/s at batch 1, 8, 32 (HF generate and lopd's sampler).
 # Results (runs 1-2 of session 23, runs 3-4 of session 24; 15 device minutes each): benchmarks/results/gpu_check/README.md.
-# REF_LIMIT=390 SKIP="tests trainer_step_study generation" runs step 4 alone with room for its warm-up (HF generate of 32 x 256).
+# REF_LIMIT=390 SKIP="tests trainer_step_study generation" runs step 4 alone with room for its warm-up (HF generate of 32 x 256);
+# REF_REPS=3 REF_LIMIT=540 gives it three timed rounds (~75 s each on an H200).
 # Not here: vLLM (its wheel is ~400 MB, over what the tool carries) and real Qwen3 weights (no network).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -97,7 +98,7 @@ step trainer_step_study "$(limit 240)" $PY benchmarks/trainer_step.py --model "$
 # 4. LOPD's update against GRPO's at the reference's shape
 # shellcheck disable=SC2086
 step trainer_step_reference "$(limit "${REF_LIMIT:-170}")" $PY benchmarks/trainer_step.py --model "$MODEL" --device "$DEV" \
-  --dtype "$DTYPE" --algos grpo lopd --reps 1 --gradient-checkpointing $REF --json "$RESULTS/trainer_step_reference.json"
+  --dtype "$DTYPE" --algos grpo lopd --reps "${REF_REPS:-1}" --gradient-checkpointing $REF --json "$RESULTS/trainer_step_reference.json"
 
 # 5. generation tokens/s at batch 1, 8, 32
 # shellcheck disable=SC2086

@@ -124,7 +124,6 @@ shape** (random Qwen3-4B, bf16, 32 tasks x 1 rollout, J = 3, 1,024-token prompts
 checkpointing) LOPD's update is **2.10x** GRPO's (33.5 s against 16.0) and its whole step **1.44x**
 (``benchmarks/results/gpu_check/README.md``, runs 3-4): the whole-step goal is met where the reference runs, the
 update goal nearly; on this CPU neither is.
-update goal nearly; on this CPU neither is.
 
 **The same command on a quiet machine** (2026-12-04 18:41-18:48, the study stopped, one other single-threaded
 job on the second core, load 2.3, two timed rounds, ``..._fp32_quiet.txt``): GRPO 16.2 s, LOPD 39.1 s, **2.41x

@@ -105,6 +105,8 @@ def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
         return real(policy, seqs, masks, **kw)
 
     monkeypatch.setattr(grpo, "score_groups", spy)
+    if not skip:  # the reference: any KL term turns the skipping off (1e-30 x k3 changes no weight)
+        algo.cfg.grpo_kl_coef = 1e-30
     weights, metrics = [], []
     for failed in (False, True):
         batch = copy.deepcopy(trajs)
@@ -113,8 +115,6 @@ def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
                 t.success = t.trace.success = False
                 t.reward = t.trace.reward = 0.0
         scored.append(0)
-        if not skip:  # the reference: any KL term turns the skipping off (1e-30 x k3 changes no weight)
-            algo.cfg.grpo_kl_coef = 1e-30
         metrics.append(algo.update(batch))
         weights.append([p.detach().clone() for p in algo.student_params])
     return scored, weights, metrics

@@ -276,3 +276,32 @@ def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path
     assert g1 and g2 and not g3  # only the cold start decodes greedily
     assert len(set(t1)) == len(t1) == 4 and groups1 == [0, 1, 2, 3]  # distinct tasks, a group each
     assert len(t3) == 4 and groups3 == [0, 0, 1, 1]  # on-policy steps keep tasks_per_step x group_size
+
+
+@pytest.mark.parametrize("algo", ["lopd", "skill_sd"])
+def test_a_finished_run_closes_its_banks_so_its_folder_no_longer_changes(tmp_path, algo):
+    """The banks are WAL-mode SQLite files: while a connection is open the newest rows sit in ``*.sqlite-wal``,
+    and whenever the connection is closed (by ``close`` or, later, by the garbage collector) they are folded into
+    the ``.sqlite``. A run must do that before ``run`` returns, so that a tool reading the run folder in the
+    same process (``benchmarks/pig_of_checkpoint.py``) sees it as final. The trainer is kept alive here, so the
+    garbage collector cannot do the closing."""
+    out = tmp_path / "run"
+    if algo == "lopd":  # a reference bank sampled from the Coin tasks, so the cold start has pairs
+        cfg = tiny_cfg(out, env="lopd-test/Coin-v0", category="all", steps=1, max_new_tokens=8, export=False,
+                       tensorboard=False, bank_mode="reference", bank_samples=6, cold_start_batch_size=2,
+                       tasks="heads_0,heads_1,tails_0,tails_1")
+    else:
+        cfg = tiny_cfg(out, algo=algo, env="lopd-test/Coin-v0", category="all", steps=1, max_new_tokens=8,
+                       export=False, tensorboard=False, skill_tokens=6)
+    trainer = Trainer(cfg)
+    trainer.run()
+    banks = sorted(p.name for p in out.glob("*.sqlite"))
+    assert "bank.sqlite" in banks and (algo != "skill_sd" or "skills.sqlite" in banks)
+    assert not list(out.glob("*.sqlite-wal")) and not list(out.glob("*.sqlite-shm"))
+    frozen = {p: p.read_bytes() for p in out.glob("*.sqlite")}
+    del trainer
+    import gc
+
+    gc.collect()
+    assert {p: p.read_bytes() for p in out.glob("*.sqlite")} == frozen
+    assert len(ExperienceBank(out / "bank.sqlite")) > 0

@@ -105,6 +105,9 @@ class Algorithm:
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Release what the algorithm opened itself (Skill-SD's skill bank); the trainer's ``close`` calls it."""
+
     @property
     def share_prompt(self) -> bool:
         return bool(self.cfg.share_prompt) and not self.cfg.gradient_checkpointing

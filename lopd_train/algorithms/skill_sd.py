@@ -63,6 +63,10 @@ class SkillSD(SelfDistillation):
         self.attempted: set[str] = set()  # experience keys already summarised (empty summaries included)
         self._skill_retriever: Retriever | None = None
 
+    def close(self) -> None:
+        if self.skills is not None:
+            self.skills.close()
+
     # ------------------------------------------------------------------ skill bank
     def source_of(self, skill) -> str:
         return json.loads(skill.trace)["source"]

@@ -567,6 +567,13 @@ class Trainer:
             env.close()
         for evaluator in getattr(self, "evaluators", None) or []:
             evaluator.close()
+        # The banks last, and here rather than at garbage collection: closing a WAL-mode SQLite file folds its
+        # -wal into the .sqlite, and a run's folder must not change after train() returns (pig_of_checkpoint.py
+        # reads it while the same process lives on).
+        if getattr(self, "algo", None) is not None:
+            self.algo.close()
+        if getattr(self, "bank", None) is not None:
+            self.bank.close()
 
 
 

@@ -42,8 +42,10 @@ def main(argv=None) -> int:
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     with tempfile.TemporaryDirectory() as scratch:
         cfg = TrainConfig(**{k: v for k, v in saved.items() if k in names})
-        cfg = dataclasses.replace(cfg, output_dir=scratch, init_from=str(ckpt), progress=False, tensorboard=False,
-                                  export=False, threads=max(1, args.threads))
+        # eval_start_from off: a study run that took its 0-rollout points from another run (every run but the
+        # first) would otherwise be refused beside init_from, and no evaluation runs here anyway
+        cfg = dataclasses.replace(cfg, output_dir=scratch, init_from=str(ckpt), eval_start_from=None, progress=False,
+                                  tensorboard=False, export=False, threads=max(1, args.threads))
         trainer = Trainer(cfg, resume=True)
         try:
             pig = trainer.privileged_gain()

@@ -170,6 +170,9 @@ def test_pig_of_a_kept_checkpoint_is_measured_without_touching_the_run(tmp_path)
                       progress=False, export=False, tensorboard=False, output_dir=str(run), cold_start_steps=2,
                       cold_start_batch_size=2, cold_start_min_successes=1, bank_samples=6, pig_trajectories=2,
                       pig_every=1, tasks="heads_0,heads_1,tails_0,tails_1"))
+    # as in the study, where every run but the first takes its 0-rollout points from another run
+    saved = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**saved, "eval_start_from": str(tmp_path / "first-run")}))
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     assert mod.main([str(run), "--json", str(tmp_path / "pig.json")]) == 0
     got = json.loads((tmp_path / "pig.json").read_text())

@@ -3,6 +3,7 @@ and a run killed with SIGKILL that continues from its last checkpoint without lo
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -286,22 +287,16 @@ def test_a_finished_run_closes_its_banks_so_its_folder_no_longer_changes(tmp_pat
     same process (``benchmarks/pig_of_checkpoint.py``) sees it as final. The trainer is kept alive here, so the
     garbage collector cannot do the closing."""
     out = tmp_path / "run"
-    if algo == "lopd":  # a reference bank sampled from the Coin tasks, so the cold start has pairs
-        cfg = tiny_cfg(out, env="lopd-test/Coin-v0", category="all", steps=1, max_new_tokens=8, export=False,
-                       tensorboard=False, bank_mode="reference", bank_samples=6, cold_start_batch_size=2,
-                       tasks="heads_0,heads_1,tails_0,tails_1")
-    else:
-        cfg = tiny_cfg(out, algo=algo, env="lopd-test/Coin-v0", category="all", steps=1, max_new_tokens=8,
-                       export=False, tensorboard=False, skill_tokens=6)
-    trainer = Trainer(cfg)
+    own = (dict(bank_mode="reference", bank_samples=6, cold_start_batch_size=2,  # a sampled bank: cold-start pairs
+                tasks="heads_0,heads_1,tails_0,tails_1") if algo == "lopd" else dict(skill_tokens=6))
+    trainer = Trainer(tiny_cfg(out, algo=algo, env="lopd-test/Coin-v0", category="all", steps=1, max_new_tokens=8,
+                               export=False, tensorboard=False, **own))
     trainer.run()
     banks = sorted(p.name for p in out.glob("*.sqlite"))
     assert "bank.sqlite" in banks and (algo != "skill_sd" or "skills.sqlite" in banks)
     assert not list(out.glob("*.sqlite-wal")) and not list(out.glob("*.sqlite-shm"))
     frozen = {p: p.read_bytes() for p in out.glob("*.sqlite")}
     del trainer
-    import gc
-
     gc.collect()
     assert {p: p.read_bytes() for p in out.glob("*.sqlite")} == frozen
     assert len(ExperienceBank(out / "bank.sqlite")) > 0

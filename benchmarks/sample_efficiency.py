@@ -331,7 +331,11 @@ def paired_difference(a: dict[str, float], b: dict[str, float], reps: int = 2000
 
 def paired_table(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], budget: int, every: int,
                  ) -> list[list[str]]:
-    """Rows ``[variant, cell per milestone]``: the variant minus GRPO, per task (seed means), 95% bootstrap."""
+    """Rows ``[variant, cell per milestone]``: the variant minus GRPO, per task (seed means), 95% bootstrap.
+
+    While runs are still landing the two sides can hold different seed counts (a seed mean against one seed
+    is noisier than it looks); such a cell names its counts, e.g. ``(2 vs 1 seeds)``, so it is not read as
+    the final comparison."""
     grpo = per_task.get("grpo", {})
     rows = []
     for name, by_m in per_task.items():
@@ -343,7 +347,11 @@ def paired_table(per_task: dict[str, dict[int, dict[int, dict[str, float]]]], bu
                 cells.append("")
                 continue
             d = paired_difference(seed_mean_per_task(by_m[m]), seed_mean_per_task(grpo[m]))
-            cells.append("" if d is None else f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+            if d is None:
+                cells.append("")
+                continue
+            counts = "" if len(by_m[m]) == len(grpo[m]) else f" ({len(by_m[m])} vs {len(grpo[m])} seeds)"
+            cells.append(f"{d['diff']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]{counts}")
         rows.append([name, *cells])
     return rows
 

@@ -103,6 +103,17 @@ def test_paired_difference_cancels_task_difficulty_and_brackets_the_mean():
     assert se.seed_mean_per_task({0: {"t": 1.0, "u": 0.0}, 1: {"t": 0.0}}) == {"t": 0.5, "u": 0.0}
 
 
+def test_a_paired_cell_names_unequal_seed_counts_and_only_those():
+    """A seed mean against a single GRPO seed is not the final comparison; the cell must say so."""
+    tasks = {f"t{i}": float(i % 2) for i in range(20)}
+    per_task = {"lopd": {0: {0: tasks, 1: tasks}, 128: {0: tasks, 1: tasks}},
+                "grpo": {0: {0: tasks, 1: tasks}, 128: {0: tasks}}}
+    (row,) = se.paired_table(per_task, budget=128, every=128)
+    assert row[0] == "lopd"
+    assert row[1] == "+0.000 [+0.000, +0.000]"
+    assert row[2] == "+0.000 [+0.000, +0.000] (2 vs 1 seeds)"
+
+
 def test_the_cold_start_nll_of_a_resumed_cold_start_starts_at_its_first_step():
     """lopd-s0's cold start resumed from a checkpoint: its summary row has no first NLL, the step-1 row does."""
     steps = [{"phase": "cold_start", "step": 0, "cold_start_step": k, "cold_start_nll": v}

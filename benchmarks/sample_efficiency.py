@@ -229,6 +229,16 @@ def status(run_dir: Path, budget: int) -> str:
     return "partial" if (run_dir / "checkpoints" / "latest").exists() else "new"
 
 
+def report_status(run_dir: Path, budget: int) -> str:
+    """The state the report prints: as :func:`status`, except that a run which wrote training rows is ``partial``
+    even without a checkpoint (a committed copy of the results carries no checkpoints, and calling it ``new``
+    would drop its rows from the report)."""
+    state = status(run_dir, budget)
+    if state == "new" and (run_dir / "metrics.jsonl").is_file() and (run_dir / "metrics.jsonl").stat().st_size:
+        return "partial"
+    return state
+
+
 def display_path(path: Path) -> str:
     """A path inside the checkout as written from its root (what the commands assume), others as they are."""
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
@@ -571,7 +581,7 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
                                           "grpo_final"])
         w.writeheader()
         w.writerows(csv_rows)
-    states = {r.name: status(out / "runs" / r.name, budget) for r in runs}
+    states = {r.name: report_status(out / "runs" / r.name, budget) for r in runs}
     md = ["# Sample efficiency: held-out mean reward against rollouts", "",
           f"Held-out mean reward (greedy) at each rollout count; `a ± b`: mean over seeds ± half their range. "
           f"Last column: the first evaluated budget at which the variant's seed mean reaches GRPO's final "

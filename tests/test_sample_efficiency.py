@@ -171,6 +171,17 @@ def test_run_summary_counts_training_steps_updates_and_success(tmp_path):
     assert read_points(path) == rows
 
 
+def test_a_committed_copy_without_checkpoints_reports_partial_but_resumes_as_new(tmp_path):
+    run = tmp_path / "opsd-s1"
+    run.mkdir()
+    assert se.status(run, 512) == se.report_status(run, 512) == "new"
+    (run / "metrics.jsonl").write_text(json.dumps({"phase": "train", "rollouts": 8}) + "\n")
+    assert se.status(run, 512) == "new"  # nothing to resume from
+    assert se.report_status(run, 512) == "partial"  # but its rows are reported
+    (run / "heldout.jsonl").write_text(json.dumps({"milestone": 512, "rollouts": 512, "rewards": {}}) + "\n")
+    assert se.status(run, 512) == se.report_status(run, 512) == "done"
+
+
 def test_task_changes_name_the_tasks_gained_and_lost_since_the_untrained_student():
     pts = [{"rollouts": 0, "rewards": {"a": 1.0, "b": 0.0, "c": 1.0, "d": 0.0}},
            {"rollouts": 96, "rewards": {"a": 0.0, "b": 1.0, "c": 1.0, "d": 0.0}},

@@ -233,10 +233,8 @@ def report_status(run_dir: Path, budget: int) -> str:
     """The state the report prints: as :func:`status`, except that a run which wrote training rows is ``partial``
     even without a checkpoint (a committed copy of the results carries no checkpoints, and calling it ``new``
     would drop its rows from the report)."""
-    state = status(run_dir, budget)
-    if state == "new" and (run_dir / "metrics.jsonl").is_file() and (run_dir / "metrics.jsonl").stat().st_size:
-        return "partial"
-    return state
+    state, metrics = status(run_dir, budget), run_dir / "metrics.jsonl"
+    return "partial" if state == "new" and metrics.is_file() and metrics.stat().st_size else state
 
 
 def display_path(path: Path) -> str:

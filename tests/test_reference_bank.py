@@ -162,17 +162,21 @@ def test_lopd_bank_build_writes_provenance_and_a_run_takes_it_with_its_rollouts(
         train(tiny(tmp_path / "run2", bank=str(tmp_path / "dyn.sqlite")))
 
 
-def test_points_reached_without_a_student_update_repeat_the_last_one_and_training_tasks_are_scored_too(tmp_path):
-    """Bank building spends rollouts but never touches the student: the milestone it crosses repeats the
-    untrained student's point instead of evaluating the same weights again. ``--eval-training-tasks`` scores
-    the training pool beside the held-out tasks, in its own file."""
+@pytest.mark.parametrize("algo", ["lopd", "sdpo", "sdft", "skill_sd"])
+def test_points_reached_without_a_student_update_repeat_the_last_one_and_training_tasks_are_scored_too(tmp_path, algo):
+    """Bank building spends rollouts but never touches the student: the milestone it crosses is taken right
+    after the bank, at step 0, repeating the untrained student's point instead of evaluating the same weights
+    again, for every algorithm with a bank, with a cold start (LOPD) or without one (SDPO, SDFT, Skill-SD,
+    whose point once waited for the first update and scored one step too many). ``--eval-training-tasks``
+    scores the training pool beside the held-out tasks, in its own file."""
     from lopd_train.training.heldout import HELDOUT_FILE, TRAIN_EVAL_FILE, read_points
 
     out = tmp_path / "run"
-    train(tiny(out, tasks="heads_0,tails_0", eval_tasks="heads_3,tails_3", eval_every_rollouts=4,
+    train(tiny(out, algo=algo, tasks="heads_0,tails_0", eval_tasks="heads_3,tails_3", eval_every_rollouts=4,
                eval_training_tasks=True, eval_batch_size=2, bank_samples=2))
     held, pool = read_points(out / HELDOUT_FILE), read_points(out / TRAIN_EVAL_FILE)
     assert [p["rollouts"] for p in held] == [0, 4, 8] == [p["rollouts"] for p in pool]
+    assert [p["step"] for p in held] == [0, 0, 1] == [p["step"] for p in pool]
     assert held[1]["reused_from"] == 0 and held[1]["rewards"] == held[0]["rewards"]  # the bank's 4 rollouts
     assert "reused_from" not in held[2] and held[2]["step"] == 1  # after a training step: evaluated again
     assert set(held[0]["rewards"]) == {"heads_3", "tails_3"} and set(pool[0]["rewards"]) == {"heads_0", "tails_0"}

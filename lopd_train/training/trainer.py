@@ -426,6 +426,9 @@ class Trainer:
             self.build_bank()
             if self.bank_built and cfg.bank_mode == "reference":
                 checkpoints.save(self)  # the bank's rollouts are spent: a kill from here on keeps them
+        # the milestone the bank crossed, taken now (step 0, the untrained student), not after the first update
+        # for the algorithms without a cold start (SDPO, SDFT, Skill-SD)
+        self.heldout_point()
         if not self.cold_start_done:
             self.cold_start()
             self.heldout_point()

@@ -153,7 +153,9 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
             "--lora-r", "4", "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "2",
             "--cold-start-batch-size", "4", "--cold-start-min-successes", "1", "--cold-start-max-batches", "1",
             "--bank-mode", "dynamic", "--no-progress", "--no-export", "--no-tensorboard", "--output-dir", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # one torch thread: beside the other pytest worker (and whatever else runs) two threads stall at every
+    # kernel waiting for a core, and the resume once took > 360 s for 5 tiny steps (CI, 2026-12-05)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     latest = out / "checkpoints" / "latest"
     deadline = time.time() + 240

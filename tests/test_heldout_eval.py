@@ -324,3 +324,22 @@ def test_a_run_records_its_software_at_each_start_and_point_zero_is_only_taken_f
     shutil.rmtree(run2 / "checkpoints")  # as a run that died before its first checkpoint: it starts over
     train(cfg(run2, steps=1, seed=4), resume=True)
     assert [r["step"] for r in software.read(run2)] == [0]
+
+
+def test_the_same_cpu_model_on_another_kernel_level_is_another_stack():
+    """Study v2 moved from an AVX2 EPYC to an AVX-512 one with the same model name, and a re-made cold start
+    differed from step 1: the CPU's kernel level and bf16 hardware are part of the stack, so such a move shows
+    in a run's stacks and ``--eval-start-from`` evaluates point 0 again. Older lines (no kernel level, or the
+    model alone) keep what they recorded."""
+    from lopd_train.training import software
+
+    old = {"python": "3.11.7", "packages": {"torch": "2.13.0"}, "cpu": {"model": "AMD EPYC", "native_bf16": False}}
+    new = dict(old, cpu={"model": "AMD EPYC", "native_bf16": True, "kernels": "AVX512"})
+    assert software.cpu_label(old["cpu"]) == "AMD EPYC (no bf16 hardware)"
+    assert software.cpu_label(new["cpu"]) == "AMD EPYC (AVX512, bf16 hardware)"
+    assert software.cpu_label({"model": "AMD EPYC"}) == "AMD EPYC" and software.cpu_label(None) is None
+    assert software.numeric_differences(old, new) == {"cpu": ("AMD EPYC (no bf16 hardware)",
+                                                              "AMD EPYC (AVX512, bf16 hardware)")}
+    assert [s for s, _ in software.stacks([dict(old, step=0), dict(new, step=20)])] == [0, 20]
+    here = software.snapshot()["cpu"]
+    assert here["kernels"] == str(torch.backends.cpu.get_cpu_capability())

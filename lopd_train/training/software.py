@@ -54,8 +54,10 @@ def versions(names: Sequence[str]) -> dict[str, str | None]:
 
 
 def cpu() -> dict[str, Any]:
-    """The CPU's model name and whether it has bf16 hardware (the same bf16 run is ~20x slower without it, and
-    its kernels round differently)."""
+    """The CPU's model name, torch's kernel level on it and whether it has bf16 hardware (the same bf16 run is
+    ~20x slower without it, and its kernels round differently). The kernel level is there because one model
+    name covers machines of several levels: float32 sums run in another order on AVX-512 than on AVX2, so a
+    cold start re-made on the other level differs from step 1 in its low digits (study v2, session 34)."""
     from lopd_train.models import native_bf16_cpu
 
     name = platform.processor() or None
@@ -64,7 +66,30 @@ def cpu() -> dict[str, Any]:
                      if line.startswith("model name")), name)
     except OSError:
         pass
-    return {"model": name, "cores": os.cpu_count(), "native_bf16": native_bf16_cpu()}
+    return {"model": name, "cores": os.cpu_count(), "native_bf16": native_bf16_cpu(), "kernels": cpu_kernels()}
+
+
+def cpu_kernels() -> str | None:
+    """Torch's CPU kernel level (``AVX2``, ``AVX512``, ...; None when torch cannot say or is not installed)."""
+    try:
+        import torch
+
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 (no torch, or an old one without the call: unknown, never an error)
+        return None
+
+
+def cpu_label(cpu_row: dict[str, Any] | None) -> str | None:
+    """The CPU as far as it moves a run's numbers: its model name, then torch's kernel level and bf16 hardware
+    where the start line recorded them (older lines have the model only, or no kernel level)."""
+    cpu_row = cpu_row or {}
+    model = cpu_row.get("model")
+    if model is None:
+        return None
+    extra = [cpu_row["kernels"]] if cpu_row.get("kernels") else []
+    if cpu_row.get("native_bf16") is not None:
+        extra.append("bf16 hardware" if cpu_row["native_bf16"] else "no bf16 hardware")
+    return f"{model} ({', '.join(extra)})" if extra else model
 
 
 def snapshot() -> dict[str, Any]:
@@ -96,9 +121,9 @@ def read(run: Path) -> list[dict[str, Any]]:
 
 
 def numeric_versions(row: dict[str, Any]) -> dict[str, Any]:
-    """The :data:`NUMERIC` versions of a snapshot or a start line (None where it has none; the CPU by its model
-    name)."""
-    special = {"python": row.get("python"), "cpu": (row.get("cpu") or {}).get("model")}
+    """The :data:`NUMERIC` versions of a snapshot or a start line (None where it has none; the CPU by
+    :func:`cpu_label`)."""
+    special = {"python": row.get("python"), "cpu": cpu_label(row.get("cpu"))}
     return {n: special[n] if n in special else (row.get("packages") or {}).get(n) for n in NUMERIC}
 
 

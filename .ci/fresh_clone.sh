@@ -2,9 +2,9 @@
 # The check before an issue is called resolved: a clean clone of HEAD in a fresh venv runs the README's two
 # set-up commands, the main job and then `.ci/run` (which runs the test command). Times and the tail of each
 # go to $DIR.report.txt. As CI lays it out, the clone has the checkout's shared/ (the benchmark files that no
-# registry serves) beside it, linked read-only. Timings
-# mean something only with nothing else on the cores (torch's threads oversubscribed run several times
-# slower).  Usage: .ci/fresh_clone.sh [DIR]   (default /tmp/fresh-clone)
+# registry serves) beside it, linked read-only. Timings mean something only with nothing else on the cores
+# (torch's threads, oversubscribed, run several times slower).
+# Usage: .ci/fresh_clone.sh [DIR]   (default /tmp/fresh-clone)
 set -uo pipefail
 SRC=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 DIR=${1:-/tmp/fresh-clone}

@@ -3,7 +3,7 @@
 # Each item names lopd too, so that a new run takes its 0-rollout points from lopd-sN (done) instead of
 # evaluating the untrained model again; lopd-sN is skipped as done (it is never started twice: lane 1 finishes
 # lopd-s2 before anything names seed 2).
-cd "${STUDY_WORKTREE:-/work/study-v2}" && . .venv/bin/activate  # the pinned worktree (c680056)
+cd "${STUDY_WORKTREE:-/work/study-v2}" && . .venv/bin/activate  # the pinned worktree (7783378: c680056 with f48942a)
 export OMP_NUM_THREADS=1
 wait_pid=$1; shift
 while [ "$wait_pid" != 0 ] && kill -0 "$wait_pid" 2>/dev/null; do sleep 30; done

@@ -2,8 +2,9 @@
 # Re-make lopd-sN's cold-start checkpoint (not in git; lost with a machine) from lopd-sN's own config into a
 # scratch folder (--resume: a stopped re-make goes on from its last save, every 25 cold-start steps), stop as
 # soon as checkpoints/cold-start is written, put it where the ablations fork from (runs/lopd-sN/checkpoints/),
-# then run the given lane items ("variant seed") with lane.sh. The held-out points are taken from lopd-sN
-# (--eval-start-from), not evaluated again.
+# then run the given lane items ("variant seed") with lane.sh, and give each forked run the re-made cold start's
+# records (splice_cold_start.py: a fork copies them from lopd-sN's folder, whose records are the original
+# cold start's). The held-out points are taken from lopd-sN (--eval-start-from), not evaluated again.
 # Usage: remake_cold_start.sh SEED ["lopd-m0.1 0" ...]      (from anywhere; the worktree: STUDY_WORKTREE)
 set -uo pipefail
 seed=$1; shift
@@ -22,4 +23,10 @@ if [ ! -f "$R/checkpoints/cold-start/state.json" ]; then
   mkdir -p "$R/checkpoints" && cp -r "$S/checkpoints/cold-start" "$R/checkpoints/"
   echo "=== $(date -u +%FT%T) cold start in place"
 fi
-[ $# -gt 0 ] && exec "$LANE" 0 "$@"
+[ $# -gt 0 ] || exit 0
+"$LANE" 0 "$@"; rc=$?
+for item in "$@"; do  # "variant seed" -> runs/variant-sSEED
+  set -- $item; run=benchmarks/results/study_v2/runs/$1-s$2
+  [ -f "$run/metrics.jsonl" ] && python "$(dirname "$LANE")/splice_cold_start.py" "$S" "$run"
+done
+exit $rc

@@ -15,9 +15,12 @@ import json
 import sys
 from pathlib import Path
 
+from lopd_train.evaluation.records import read_records as rows
+from lopd_train.training.checkpoints import atomic_write
 
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+def lines(records: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
 
 
 def splice(scratch: Path, forked: Path) -> None:
@@ -26,13 +29,13 @@ def splice(scratch: Path, forked: Path) -> None:
         raise SystemExit(f"{scratch}: its cold start has not finished (no summary row)")
     own = rows(forked / "metrics.jsonl")
     later = [r for r in own if r.get("step", 0) > 0]
-    (forked / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in made + later))
+    atomic_write(forked / "metrics.jsonl", lines(made + later))
     soft = scratch / "software.jsonl"
     if soft.exists():
         first = rows(soft)[:1]
         mine = rows(forked / "software.jsonl") if (forked / "software.jsonl").exists() else []
         mine = [r for r in mine if r not in first]
-        (forked / "software.jsonl").write_text("".join(json.dumps(r) + "\n" for r in first + mine))
+        atomic_write(forked / "software.jsonl", lines(first + mine))
     print(f"{forked}: {len(own) - len(later)} rows up to step 0 replaced by {len(made)} from {scratch}")
 
 

@@ -33,7 +33,7 @@ assert 1000 in rows_b, "no 1,000-step row yet"
 a["cold_start"] = [r for r in a["cold_start"] if r["cold_start_steps"] != 1000] + [rows_b[1000]]
 a.setdefault("software", []).extend(b.get("software", []))
 a["reruns"] = a.get("reruns", []) + [{"note": "1,000-step row from a fresh run at bf82301 (same bank and held-back set, "
-                                      "text pilot identical); its 200-step row, measured again as a check",
+                                      "text pilot equal to the printed 3 decimals); its 200-step row, measured again as a check",
                                       "bank_time": b["bank"]["time"], "row_200_again": rb}]
 pg.write(main, a)
 with open(main / "results.md", "a") as md:  # pg.write has no provenance section: say where the rows come from

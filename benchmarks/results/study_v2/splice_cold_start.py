@@ -33,8 +33,7 @@ def splice(scratch: Path, forked: Path) -> None:
     soft = scratch / "software.jsonl"
     if soft.exists():
         first = rows(soft)[:1]
-        mine = rows(forked / "software.jsonl") if (forked / "software.jsonl").exists() else []
-        mine = [r for r in mine if r not in first]
+        mine = [r for r in rows(forked / "software.jsonl") if r not in first]  # rows: [] when there is none
         atomic_write(forked / "software.jsonl", lines(first + mine))
     print(f"{forked}: {len(own) - len(later)} rows up to step 0 replaced by {len(made)} from {scratch}")
 

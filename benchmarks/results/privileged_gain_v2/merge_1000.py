@@ -31,8 +31,8 @@ for k in ("latent", "other", "text"):
 print("sampled success 200: committed", ra.get("sampled_success"), "fresh", rb.get("sampled_success"))
 assert 1000 in rows_b, "no 1,000-step row yet"
 a["cold_start"] = [r for r in a["cold_start"] if r["cold_start_steps"] != 1000] + [rows_b[1000]]
-a.setdefault("software", []).extend(b.get("software", []))
-a["reruns"] = a.get("reruns", []) + [{"note": "1,000-step row from a fresh run at bf82301 (same bank and held-back set, "
+a.setdefault("software", []).extend(r for r in b.get("software", []) if r not in a["software"])  # idempotent
+a["reruns"] = [r for r in a.get("reruns", []) if "row_200_again" not in r] + [{"note": "1,000-step row from a fresh run at bf82301 (same bank and held-back set, "
                                       "text pilot equal to the printed 3 decimals); its 200-step row, measured again as a check",
                                       "bank_time": b["bank"]["time"], "row_200_again": rb}]
 pg.write(main, a)

@@ -81,6 +81,14 @@ def parse(argv=None):
     p.add_argument("--threads", type=count(0), default=0, help="torch threads (0: default)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     p.add_argument("--save-every", type=count(1), default=25, help="cold-start steps between saved states")
+    p.add_argument("--per-task", type=count(1), default=1,
+                   help="held-back successes per task at most (the task keeps one in the bank)")
+    p.add_argument("--bank-from", default=None, metavar="DIR",
+                   help="another run's results folder: use its bank, held-back successes and text pilot (arms "
+                        "of one comparison measured on one fixed bank); --pool, --samples, --hold-back and "
+                        "--per-task are then taken from it")
+    p.add_argument("--build-only", action="store_true",
+                   help="build the bank, hold back, run the text pilot, then stop (for --bank-from)")
     p.add_argument("--resume", action="store_true",
                    help="go on from the state saved in --out (same bank, held-back successes and composer); the "
                         "other arguments must be those of the first run")
@@ -111,15 +119,25 @@ def main(argv=None) -> int:
         k, v = kv.split("=", 1)
         field = {f.name: f for f in dataclasses.fields(TrainConfig)}[k]
         values[k] = type(field.default)(v) if field.default is not None else v
+    source = None
+    if args.bank_from:
+        source = json.loads((Path(args.bank_from) / "results.json").read_text())
+        args.pool, args.samples, args.hold_back = source["pool"], source["samples"], len(source["held_back"])
+        args.per_task = source.get("per_task", 1)
     values.update(algo="lopd", bank_mode="reference", bank=None, bank_samples=args.samples,
-                  pig_trajectories=args.hold_back, pig_every=1,  # > 0: the bank holds successes back
+                  pig_trajectories=args.hold_back, pig_per_task=args.per_task,
+                  pig_every=1,  # > 0: the bank holds successes back
                   output_dir=str(out / "run"), eval_every_rollouts=0, tensorboard=False, export=False,
                   allow_empty_cold_start=True)
     run, saved = out / "run", out / "state"
     state = load_state(saved, args) if args.resume else None
     if run.exists():
         shutil.rmtree(run)
-    if state is not None:  # the saved bank (its rollouts already counted in its provenance)
+    if state is None and source is not None:  # a new arm: the other run's bank and held-back successes
+        saved.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(args.bank_from) / "state" / BANK, saved / BANK)
+        shutil.copyfile(Path(args.bank_from) / "state" / HELD_BACK, saved / HELD_BACK)
+    if state is not None or source is not None:  # the saved bank (its rollouts already counted in its provenance)
         values["bank"] = str(saved / BANK)
     cfg = TrainConfig(**values)
     t0 = time.time()
@@ -128,18 +146,23 @@ def main(argv=None) -> int:
     trainer.build_bank()
     prov = trainer.bank.provenance()
     algo = trainer.algo
-    held_path = saved / HELD_BACK if state is not None else run / HELD_BACK
+    held_path = saved / HELD_BACK if state is not None or source is not None else run / HELD_BACK
     held = [replay_trace(trainer.envs[0], trainer.tokenizer, tr, cfg.sampling()) for tr in read_held_back(held_path)]
     if not held:
         raise SystemExit("no successes could be held back (each needs a task with two distinct successes): raise "
                          "--samples or --pool")
     if state is None:
         saved.mkdir(exist_ok=True)
-        shutil.copyfile(run / HELD_BACK, saved / HELD_BACK)
-        trainer.bank.snapshot(saved / BANK)
-        report = {"config": args.config, "pool": args.pool, "samples": args.samples, "bank": prov,
-                  "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1),
-                  "text_pilot": [], "cold_start": []}
+        if source is None:
+            shutil.copyfile(run / HELD_BACK, saved / HELD_BACK)
+            trainer.bank.snapshot(saved / BANK)
+        report = {"config": args.config, "pool": args.pool, "samples": args.samples, "per_task": args.per_task,
+                  "bank": prov, "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1),
+                  "text_pilot": source["text_pilot"] if source is not None else [], "cold_start": [],
+                  "bank_from": args.bank_from, "set": args.set,
+                  "arm": {"composer": cfg.composer, "cold_start_retrieval": cfg.cold_start_retrieval,
+                          "top_j": cfg.top_j, "cold_start_lr": cfg.cold_start_lr,
+                          "cold_start_batch_size": cfg.cold_start_batch_size}}
         done = 0
     else:
         restore(algo, state)
@@ -167,11 +190,19 @@ def main(argv=None) -> int:
     algo.cfg = cfg
     write(out, report)  # the text pilot stands on its own
     save_state(saved, args, algo, report, done)  # and a kill from here on keeps it and the bank
+    if args.build_only:
+        trainer.close()
+        return 0
 
     # 3. latent PIG against its controls, at each cold-start budget
     exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)
     others = diagnostics.other_task_experiences(held, exps)
     data = trainer.cold_start_data()
+    from lopd_train.algorithms.lopd import cold_start_pairs, pairing_stats
+
+    ok = [t for t in data if t.success and t.n_actions > 0]
+    report["pairing"] = pairing_stats(cold_start_pairs(trainer.retriever, ok, cfg.top_j, cfg.cold_start_retrieval))
+    print(f"cold-start pairs ({cfg.cold_start_retrieval}): {report['pairing']}", flush=True)
     measured = {int(r["cold_start_steps"]) for r in report["cold_start"]}
     for target in sorted(set(args.cold_start)):
         if target in measured:
@@ -185,7 +216,14 @@ def main(argv=None) -> int:
             done += n
             save_state(saved, args, algo, report, done)
         recs = diagnostics.teacher_nll(algo, held, exps, others)
-        row = {"cold_start_steps": done, **diagnostics.summary(recs)}
+        records = out / "records"
+        records.mkdir(exist_ok=True)  # every interval recomputes from these
+        diagnostics.write_records(records / f"cold_start_{done}.jsonl", recs)
+        row = {"cold_start_steps": done, **diagnostics.summary(recs),
+               "own_minus_other": diagnostics.paired_gain(recs, "latent", "other", by_task=True),
+               "own_minus_other@decisive": diagnostics.paired_gain(recs, "latent", "other", by_task=True,
+                                                                   decisive=True),
+               "held_back_tasks": len({r.task_id for r in recs})}
         if args.success_samples:
             row["sampled_success"] = {k: diagnostics.sampled_success(algo, trainer.envs[0], held, exps, kind=k,
                                                                      samples=args.success_samples)
@@ -196,9 +234,11 @@ def main(argv=None) -> int:
         row["seconds"] = round(time.time() - t1, 1)
         report["cold_start"].append(row)
         save_state(saved, args, algo, report, done)
+        d = row["own_minus_other"]
         print(f"cold start {done}: latent PIG {row['latent']['pig']:+.3f} [{row['latent']['low']:+.3f}, "
               f"{row['latent']['high']:+.3f}]; zero {row['zero']['pig']:+.3f}, random {row['random']['pig']:+.3f}, "
-              f"other {row['other']['pig']:+.3f}; text {row['text']['pig']:+.3f}", flush=True)
+              f"other {row['other']['pig']:+.3f}; text {row['text']['pig']:+.3f}; own - other {d['pig']:+.3f} "
+              f"[{d['low']:+.3f}, {d['high']:+.3f}] (tasks resampled)", flush=True)
         write(out, report)
     trainer.close()
     write(out, report)
@@ -207,7 +247,7 @@ def main(argv=None) -> int:
 
 BANK = "bank.sqlite"
 #: the arguments a resumed run must share with the first (what the saved bank and held-back successes came from)
-SAME = ("config", "pool", "samples", "hold_back", "set")
+SAME = ("config", "pool", "samples", "hold_back", "set", "per_task", "bank_from")
 
 
 def save_state(saved: Path, args, algo, report: dict, done: int) -> None:

@@ -69,7 +69,7 @@ TINY: dict[str, Any] = {
     "env": "lopd_train.testing:lopd-test/Coin-v0", "category": "all", "model": "tiny-random",
     "tasks_per_step": 2, "group_size": 2, "max_new_tokens": 8, "experience_tokens": 96, "lora_r": 4,
     "lora_alpha": 8, "composer_lora_r": 4, "composer_lora_alpha": 8, "num_latents": 4, "qformer_dim": 32,
-    "qformer_layers": 1, "top_m": 4, "lr": 1e-3, "composer_lr": 1e-3, "skill_tokens": 8,
+    "qformer_layers": 1, "top_m": 4, "lr": 1e-3, "composer_lr": 1e-3, "cold_start_lr": 1e-3, "skill_tokens": 8,
     "cold_start_steps": 1, "cold_start_batch_size": 2, "cold_start_min_successes": 1, "cold_start_max_batches": 1,
     "allow_empty_cold_start": True, "bank_samples": 1, "pig_every": 0,
     "tasks": "heads_0,heads_1,tails_0,tails_1", "eval_tasks": "heads_3,tails_3", "eval_batch_size": 2,

@@ -713,7 +713,7 @@ def sweep_worker(args) -> dict:
             curve = [algo.update(train)["student_kl"] for _ in range(args.sweep_steps)]
             res["student"][str(lr)] = {"train_kl": curve, "held_back_kl": [before, held_back_student_kl(algo, held)],
                                        "skipped_steps": algo.skipped_steps}
-            algo = fresh_lopd(lr=lr, composer_lr=lr, cold_start_steps=args.sweep_steps,
+            algo = fresh_lopd(lr=lr, composer_lr=lr, cold_start_lr=lr, cold_start_steps=args.sweep_steps,
                               cold_start_batch_size=len(train))
             for t in train:
                 t.success = True

@@ -148,11 +148,21 @@ class LopdSection:
     composer_weighting: Literal["sequence", "token"] = knob(
         "sequence", "how rollouts weigh in the composer loss: sequence (each the same, "
                                                "the authors' code) or token (by their number of sampled tokens)")
-    composer_lr: float = knob(1e-4, "composer learning rate (encoder LoRA and Q-Former; see "
-                                    "benchmarks/trainer_step.py --sweep)")
-    qformer_dim: int = knob(256, "Q-Former width")
-    qformer_layers: int = knob(2, "Q-Former layers (self-attention, cross-attention, FFN)")
-    qformer_heads: int = knob(4, "Q-Former attention heads")
+    anchor_norm: Literal["relative", "absolute"] = knob(
+        "relative", "the anchor's scale: relative (MSE to the cold-started latents divided by their mean square, "
+                    "so lambda weighs a given relative drift as the authors' anchor does on their LayerNorm "
+                    "latents of RMS ~1) or absolute (the raw MSE: at the token-embedding scale of a Q-Former, "
+                    "0.136 for SmolLM2, ~54x weaker; study v2)")
+    composer_lr: float = knob(1e-5, "on-policy composer learning rate, encoder LoRA and compressor (the authors' "
+                                    "lr_phi 1e-5; study v2 ran 1e-4)")
+    composer: Literal["qformer", "perceiver"] = knob(
+        "qformer", "the compressor: perceiver (the authors': a Perceiver resampler at the model's width, one "
+                   "shared attention + feed-forward block applied --perceiver-depth times, LayerNorm output) or "
+                   "qformer (study v2's 2-layer Q-Former of width --qformer-dim, at the embeddings' scale)")
+    perceiver_depth: int = knob(8, "perceiver: times its shared block is applied (the authors' 8)")
+    qformer_dim: int = knob(256, "qformer: width")
+    qformer_layers: int = knob(2, "qformer: layers (self-attention, cross-attention, FFN)")
+    qformer_heads: int = knob(4, "qformer: attention heads")
     experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
     experience_format: Literal["chat", "trace"] = knob(
         "chat", "how the encoder reads an experience: chat (its full chat transcript, "
@@ -174,6 +184,17 @@ class LopdSection:
     cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
                                       "teacher) before on-policy training (the reference: 1000); 0 skips it")
     cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
+    cold_start_retrieval: Literal["auto", "self", "exclude"] = knob(
+        "auto", "cold start: how each successful trajectory retrieves its top-J experiences: self (the authors' "
+                "allow_self_retrieval: by its own instruction, its own bank row allowed, so the same task's "
+                "experiences come first), exclude (its own bank row never: study v2's, where a bank of one row per "
+                "task made every pair cross-task; kept as the control); auto: self with a reference bank, "
+                "exclude with a dynamic one")
+    cold_start_lr: float = knob(1e-5, "cold start: learning rate of the composer (the authors' 1e-5; AdamW "
+                                      "weight decay 0.01 as theirs)")
+    cold_start_compressor_clip: float = knob(30.0, "cold start: gradient-norm clip of the compressor (the "
+                                                   "authors' 30)")
+    cold_start_lora_clip: float = knob(3.0, "cold start: gradient-norm clip of the encoder LoRA (the authors' 3)")
     cold_start_save_every: int = knob(25, "cold start: checkpoint every N composer steps, so a killed run resumes "
                                           "inside its cold start (0: only when it ends)")
     cold_start_min_successes: int = knob(8, "cold start: sample rollout batches until this many successes exist "
@@ -187,7 +208,16 @@ class LopdSection:
                                                "cold_start_empty); without it the run stops and says why")
     freeze_composer: bool = knob(False, "ablation: keep the cold-started composer fixed during on-policy training "
                                         "(refused when the cold start did not train it)")
-    use_margin: bool = knob(True, "use the privileged-margin constraint (ablation: --no-use-margin)")
+    use_margin: bool = knob(True, "use the privileged-margin constraint; --no-use-margin is --margin-ablation "
+                                  "eta-zero")
+    margin_ablation: Literal["none", "no-composer-phase", "eta-zero"] = knob(
+        "none", "the two 'no margin' ablations: no-composer-phase (the authors' constraint.enabled=false: the "
+                "composer phase is skipped, so the cold-started composer stays frozen, no margin, no anchor; "
+                "the same computation as --freeze-composer) or eta-zero (study v2's --no-use-margin: beta stays "
+                "0, eta = 0, and the composer keeps training on KL + anchor)")
+    probe_every: int = knob(10, "LOPD: the composer's probe NLL (the teacher's NLL of a few banked successes "
+                                "with the current latents: a diagnostic) every N composer steps and at the last "
+                                "step; 0: only at the last step")
     beta_max: float = knob(0.0, "runaway guard: cap on the dual variable beta (0: off, the authors' semantics). With "
                                 "mostly failed rollouts a growing beta lets the composer widen delta by making the "
                                 "teacher rate the student's own tokens lower (study v1's lopd-m0.1-s0)")
@@ -195,6 +225,7 @@ class LopdSection:
                              "context on held-back successful trajectories; lopd_train/latent/diagnostics.py); "
                              "0: never")
     pig_trajectories: int = knob(8, "held-back successful trajectories for the PIG metric (never in the bank)")
+    pig_per_task: int = knob(1, "held-back successes per task at most (a task keeps at least one in the bank)")
 
 
 @dataclass
@@ -325,6 +356,22 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
         tracking.parse_report_to(self.report_to)
         if self.push_to_hub and not self.export:
             raise ValueError("--push-to-hub uploads the exported student: it needs --export")
+        if self.margin_ablation == "none" and not self.use_margin:
+            self.margin_ablation = "eta-zero"
+        if self.margin_ablation == "eta-zero":
+            self.use_margin = False
+        elif self.margin_ablation == "no-composer-phase":
+            self.freeze_composer, self.use_margin = True, False
+        if self.cold_start_retrieval == "auto":
+            self.cold_start_retrieval = "self" if self.bank_mode == "reference" else "exclude"
+        for name in ("top_j", "num_latents", "perceiver_depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        for name in ("composer_lr", "cold_start_lr", "cold_start_compressor_clip", "cold_start_lora_clip"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.probe_every < 0:
+            raise ValueError(f"--probe-every must be 0 or more, got {self.probe_every}")
         if self.freeze_composer and self.cold_start_steps <= 0:
             raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
                              "the composer would stay at its random initialisation")

@@ -29,7 +29,7 @@ TINY = ["--env", "lopd_train.testing:lopd-test/Coin-v0", "--category", "all", "-
         "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "10", "--num-latents", "4",
         "--qformer-dim", "32", "--qformer-layers", "1", "--lora-r", "4", "--composer-lora-r", "4",
         "--experience-tokens", "48", "--cold-start-steps", "2", "--cold-start-batch-size", "4",
-        "--cold-start-min-successes", "1", "--cold-start-max-batches", "1", "--lr", "1e-3", "--composer-lr",
+        "--cold-start-min-successes", "1", "--cold-start-max-batches", "1", "--lr", "1e-3", "--composer-lr", "1e-3", "--cold-start-lr",
         "1e-3", "--no-progress", "--no-export", "--no-tensorboard", "--threads", "1",
         "--bank-mode", "dynamic"]  # the ranks' shared, growing bank is what these tests check
 
@@ -95,7 +95,7 @@ def lopd_straight(tmp_path_factory):
 def test_lopd_two_ranks_agree_and_share_one_bank(lopd_straight):
     r0, r1 = ranks(lopd_straight)
     assert_same_weights(r0, r1)  # student LoRA, composer LoRA + Q-Former, anchor, and β: identical
-    assert any("composer" in n for n in r0["weights"]) and any("qformer" in n for n in r0["weights"])
+    assert any("composer" in n for n in r0["weights"]) and any("compressor" in n for n in r0["weights"])
     assert any(not torch.equal(w, r0["initial"][n]) for n, w in r0["weights"].items())  # it did train
     assert r0["beta"] > 0  # the dual update moved β (the same on both ranks)
     assert r0["tasks"] != r1["tasks"]  # each rank sampled its own tasks and rollouts
@@ -158,7 +158,7 @@ def rank_main(argv: list[str]) -> int:
         for name in ("composer", "snapshot"):
             part = getattr(trainer.algo, name, None)
             if part is not None:
-                out.update({f"{name}.qformer.{n}": p.detach().clone() for n, p in part.qformer.named_parameters()})
+                out.update({f"{name}.qformer.{n}": p.detach().clone() for n, p in part.compressor.named_parameters()})
         return out
 
     def sharded_fraction() -> float:  # the share of the backbone this rank holds (1.0 unless FSDP shards it)

@@ -253,7 +253,7 @@ def test_student_statistics_are_recomputed_when_a_minibatch_made_them_stale(tmp_
 # --------------------------------------------------------------------------------- cold start
 
 def test_cold_start_lowers_the_nll_of_a_fixed_batch(tmp_path):
-    *_, trajs, algo = lopd_setup(tmp_path, cold_start_steps=6, cold_start_batch_size=64, composer_lr=3e-3)
+    *_, trajs, algo = lopd_setup(tmp_path, cold_start_steps=6, cold_start_batch_size=64, cold_start_lr=3e-3)
     for t in trajs:
         t.success = True  # every rollout is a cold-start example: the batch is the whole (fixed) pool
     curve = []
@@ -264,7 +264,7 @@ def test_cold_start_lowers_the_nll_of_a_fixed_batch(tmp_path):
 
 
 def test_after_cold_start_the_anchor_is_zero_and_the_frozen_composer_stays_the_snapshot(tmp_path):
-    *_, trajs, algo = lopd_setup(tmp_path, cold_start_steps=2, cold_start_batch_size=4, composer_lr=3e-3,
+    *_, trajs, algo = lopd_setup(tmp_path, cold_start_steps=2, cold_start_batch_size=4, cold_start_lr=3e-3,
                                  freeze_composer=True)
     init = [p.detach().clone() for p in algo.composer_params]
     for t in trajs:
@@ -288,7 +288,7 @@ def test_after_cold_start_the_anchor_is_zero_and_the_frozen_composer_stays_the_s
 
 
 def test_anchor_grows_once_the_composer_moves_away_from_the_snapshot(tmp_path):
-    *_, trajs, algo = lopd_setup(tmp_path, composer_lr=3e-3)
+    *_, trajs, algo = lopd_setup(tmp_path, composer_lr=3e-3, cold_start_lr=3e-3)
     first = algo.update(trajs)
     second = algo.update(trajs)
     assert first["anchor"] < 1e-10 < second["anchor"]

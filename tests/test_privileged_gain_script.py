@@ -98,23 +98,23 @@ def test_the_saved_state_restores_the_composer_exactly(script, tmp_path):
               "tensorboard": False, "eval_every_rollouts": 0}
     trainer = Trainer(TrainConfig(**values))
     algo = trainer.algo
-    args = argparse.Namespace(config=str(cfg), pool=4, samples=6, hold_back=2, set=[])
+    args = argparse.Namespace(config=str(cfg), pool=4, samples=6, hold_back=2, set=[], per_task=1, bank_from=None)
     trainer.build_bank()
     algo.cold_start(trainer.cold_start_data())
     (tmp_path / "state").mkdir()
     script.save_state(tmp_path / "state", args, algo, {"cold_start": []}, 2)
     before = {n: p.detach().clone() for n, p in algo.policy.named_parameters() if "lora_" in n}
-    before_q = {n: p.detach().clone() for n, p in algo.composer.qformer.state_dict().items()}
+    before_q = {n: p.detach().clone() for n, p in algo.composer.compressor.state_dict().items()}
     with torch.no_grad():
         for n, p in algo.policy.named_parameters():
             if "lora_" in n:
                 p.add_(1.0)
-        for p in algo.composer.qformer.parameters():
+        for p in algo.composer.compressor.parameters():
             p.add_(1.0)
     script.restore(algo, script.load_state(tmp_path / "state", args))
     after = {n: p for n, p in algo.policy.named_parameters() if "lora_" in n}
     assert before and all(torch.equal(before[n], after[n]) for n in before)
-    assert all(torch.equal(before_q[n], p) for n, p in algo.composer.qformer.state_dict().items())
+    assert all(torch.equal(before_q[n], p) for n, p in algo.composer.compressor.state_dict().items())
     trainer.close()
 
 
@@ -181,3 +181,31 @@ def test_pig_of_a_kept_checkpoint_is_measured_without_touching_the_run(tmp_path)
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     with pytest.raises(SystemExit):
         mod.main([str(run), "--checkpoint", "nowhere"])
+
+
+def test_arms_share_one_bank_and_write_per_trajectory_records(script, tmp_path):
+    """The decisive test's arms: one run builds the bank and holds back (``--build-only``), each arm measures on
+    that bank (``--bank-from``) with its own composer and pairing, and commits the per-trajectory NLLs from
+    which every interval recomputes (the paired own-minus-other difference resamples tasks)."""
+    from lopd_train.latent import diagnostics
+
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(CONFIG)
+    shared = tmp_path / "shared"
+    built = run(script, cfg, shared, "0", "--build-only", "--per-task", "2")
+    assert built["cold_start"] == [] and built["per_task"] == 2 and built["held_back"]
+    arms = {}
+    for name, sets in (("exclude", ["--set", "cold_start_retrieval=exclude"]),
+                       ("perceiver", ["--set", "composer=perceiver", "--set", "cold_start_retrieval=self"])):
+        arms[name] = run(script, cfg, tmp_path / name, "0,2", "--bank-from", str(shared), *sets)
+        rep = arms[name]
+        assert rep["held_back"] == built["held_back"] and rep["bank"] == built["bank"]
+        assert rep["text_pilot"] == built["text_pilot"]  # measured once, on the shared bank
+        assert rep["arm"]["cold_start_retrieval"] == name if name == "exclude" else rep["arm"]["composer"] == name
+        for row in rep["cold_start"]:
+            recs = diagnostics.read_records(tmp_path / name / "records" / f"cold_start_{row['cold_start_steps']}.jsonl")
+            assert len(recs) == len(built["held_back"])
+            again = diagnostics.paired_gain(recs, "latent", "other", by_task=True)
+            assert again == row["own_minus_other"]
+            assert row["latent"] == diagnostics.bootstrap_gain(recs, "latent")
+    assert arms["perceiver"]["arm"]["composer"] == "perceiver"

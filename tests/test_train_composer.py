@@ -89,7 +89,7 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
     assert with_ctx.shape == without.shape == (6, len(tok))
     assert not torch.allclose(with_ctx, without, atol=1e-4)
     with_ctx.logsumexp(-1).sum().backward()
-    assert comp.qformer.queries.grad is not None and comp.qformer.queries.grad.abs().sum() > 0
+    assert comp.compressor.queries.grad is not None and comp.compressor.queries.grad.abs().sum() > 0
     lora_grads = [p.grad for p in comp.lora_parameters()]
     assert any(g is not None and g.abs().sum() > 0 for g in lora_grads)
     assert all(p.grad is None for p in models.adapter_parameters(peft_model, "student"))
@@ -134,7 +134,7 @@ def lopd_setup(tmp_path, **kw):
     lora = models.lora_config(4, 8)
     peft_model = models.wrap_lora(base, {"student": lora, "composer": lora, "anchor": lora})
     settings = dict(model="tiny-random", num_latents=3, qformer_dim=32, qformer_layers=1, top_m=5, top_j=2,
-                    lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8, lr=1e-3, composer_lr=1e-3,
+                    lora_r=4, lora_alpha=8, composer_lora_r=4, composer_lora_alpha=8, lr=1e-3, composer_lr=1e-3, cold_start_lr=1e-3,
                     cold_start_min_successes=1)
     cfg = TrainConfig(**{**settings, **kw})
     bank = ExperienceBank(tmp_path / "bank.sqlite")

@@ -32,7 +32,7 @@ def rows(out: Path) -> list[dict]:
 def tiny_cfg(out: Path, **kw) -> TrainConfig:
     base = dict(model="tiny-random", steps=2, tasks_per_step=2, group_size=2, max_new_tokens=16,
                 num_latents=4, qformer_dim=32, qformer_layers=1, experience_tokens=96, lora_r=4, lora_alpha=8,
-                progress=False, output_dir=str(out), lr=1e-3, composer_lr=1e-3, composer_lora_r=4,
+                progress=False, output_dir=str(out), lr=1e-3, composer_lr=1e-3, cold_start_lr=1e-3, composer_lora_r=4,
                 composer_lora_alpha=8, cold_start_steps=2, cold_start_batch_size=4, cold_start_min_successes=1,
                 cold_start_max_batches=1, bank_mode="dynamic")  # these tests are about the dynamic bank's loop
     base.update(kw)
@@ -205,7 +205,7 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
                            "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32", "--lora-r", "4",
                            "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "4",
                            "--cold-start-batch-size", "4", "--cold-start-min-successes", "2", "--lr", "1e-3",
-                           "--composer-lr", "1e-3", "--bank-mode", "dynamic", "--no-progress", "--no-export",
+                           "--composer-lr", "1e-3", "--cold-start-lr", "1e-3", "--bank-mode", "dynamic", "--no-progress", "--no-export",
                            "--no-tensorboard",
                            "--output-dir", str(out)]) == 0
     r = rows(out)

@@ -105,6 +105,11 @@ class Algorithm:
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
         raise NotImplementedError
 
+    def diagnostics(self, step: int, final: bool = False) -> dict[str, float]:
+        """Metrics that are not part of the update (diagnostics an algorithm measures every few steps: after
+        ``step`` updates; ``final``: the run's last update). None by default."""
+        return {}
+
     def close(self) -> None:
         """Release what the algorithm opened itself (Skill-SD's skill bank); the trainer's ``close`` calls it."""
 
@@ -157,12 +162,19 @@ class Algorithm:
         return [Batch([t for g in groups[i::n] for t in g]) for i in range(n)
                 if groups[i::n] or self.dist.world_size > 1]
 
-    def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor]) -> float:
+    def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor],
+                       clips: list[tuple[list[torch.Tensor], float]] | None = None) -> float:
         """Clip to ``max_grad_norm`` and step; a gradient whose norm is not finite skips the step (the
         gradient is dropped, weights and optimiser state stay as they were). Returns the norm (NaN/inf when
-        skipped; ``self.skipped_steps`` counts them)."""
+        skipped; ``self.skipped_steps`` counts them). ``clips``: instead, each (parameters, max norm) part
+        clipped on its own (the authors' cold start clips the compressor and the encoder LoRA apart); the
+        returned norm is then the norm over all of them."""
         self.dist.sync_gradients(params)  # averaged over the ranks first: one clip, one verdict, one step
-        norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        if clips is None:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.max_grad_norm)
+        else:
+            parts = [torch.nn.utils.clip_grad_norm_(ps, limit) for ps, limit in clips if ps]
+            norm = torch.stack(parts).pow(2).sum().sqrt() if parts else torch.zeros(())
         if torch.isfinite(norm):
             opt.step()
         else:

@@ -146,6 +146,29 @@ def same_prompt_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
     return list(out.values())
 
 
+def cold_start_pairs(retriever, trajectories: list[Trajectory], k: int, mode: str) -> list[tuple[Trajectory, list[Any]]]:
+    """(trajectory, its top-``k`` experiences) for the cold start, retrieved by each trajectory's instruction:
+    ``self`` lets a banked trajectory's own row come back (the authors'), ``exclude`` never (the control).
+    Trajectories that retrieve nothing are left out."""
+    if mode not in ("self", "exclude"):
+        raise ValueError(f"cold-start retrieval must be self or exclude, got {mode!r}")
+    if not trajectories:
+        return []
+    exclude = [[t.bank_id] if mode == "exclude" and t.bank_id is not None else [] for t in trajectories]
+    hits = retriever.retrieve([t.task for t in trajectories], k=k, exclude=exclude)
+    return [(t, exps) for t, exps in zip(trajectories, hits) if exps]
+
+
+def pairing_stats(pool: list[tuple[Trajectory, list[Any]]]) -> dict[str, float]:
+    """What the cold start is fitted on: the fraction of retrieved experiences of the trajectory's own task
+    (over all experiences of all pairs), and the fraction of pairs whose own bank row came back."""
+    n_exp = sum(len(exps) for _, exps in pool)
+    same = sum(e.task_id == t.task_id for t, exps in pool for e in exps)
+    own = sum(t.bank_id is not None and any(e.id == t.bank_id for e in exps) for t, exps in pool)
+    return {"cold_start_same_task_fraction": same / n_exp if n_exp else 0.0,
+            "cold_start_own_row_fraction": own / len(pool) if pool else 0.0}
+
+
 class LOPD(Algorithm):
     name = "lopd"
     teacher_sees = "J*K latent tokens composed from the top-J retrieved experiences"
@@ -161,14 +184,20 @@ class LOPD(Algorithm):
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)
         kw = dict(num_queries=cfg.num_latents, dim=cfg.qformer_dim, layers=cfg.qformer_layers,
-                  heads=cfg.qformer_heads, max_tokens=cfg.experience_tokens)
+                  heads=cfg.qformer_heads, max_tokens=cfg.experience_tokens, kind=cfg.composer,
+                  depth=cfg.perceiver_depth)
         self.composer = Composer(policy, tokenizer, "composer", **kw)
         self.snapshot = Composer(policy, tokenizer, "anchor", **kw)  # the cold-started composer, frozen
-        self.snapshot.qformer.requires_grad_(False)
+        self.snapshot.compressor.requires_grad_(False)
         self.snapshot.copy_from(self.composer)
         self.composer_params = self.composer.trainable_parameters()
         self.composer_opt = torch.optim.AdamW(self.composer_params, lr=cfg.composer_lr, weight_decay=0.0,
                                               betas=(0.9, 0.99))
+        # the cold start's own optimiser, as the authors' SFT: AdamW at its defaults (betas 0.9/0.999, weight
+        # decay 0.01), the compressor and the encoder LoRA clipped apart (30 and 3)
+        self.cold_start_opt = torch.optim.AdamW(self.composer_params, lr=cfg.cold_start_lr, weight_decay=0.01)
+        self.cold_start_clips = [(self.composer.lora_parameters(), cfg.cold_start_lora_clip),
+                                 (list(self.composer.compressor.parameters()), cfg.cold_start_compressor_clip)]
         self.beta = float(cfg.beta_init)
         self._anchor_cache: dict[tuple[str, int], torch.Tensor] = {}
         self.probes: list[tuple[Trajectory, list[Any]]] = []  # banked successes for probe_nll (set by cold start)
@@ -311,9 +340,13 @@ class LOPD(Algorithm):
                     if not train_composer:
                         break
                     z0 = self.anchor_latents(g)
+                    drift = losses.relative_drift(z.detach(), z0)
+                    m["latent_drift"] = m.get("latent_drift", 0.0) + drift * len(g.members) / n_rollouts / len(batches)
+                    scale = float(z0.float().pow(2).mean()) if cfg.anchor_norm == "relative" else 1.0
                     for k, t in enumerate(g.members):
                         terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
-                                                          t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef)
+                                                          t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef,
+                                                          anchor_scale=scale)
                         weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
                         loss = loss + terms.loss * weight
                         m["composer_kl"] += terms.kl / n_rollouts / len(batches)
@@ -336,11 +369,17 @@ class LOPD(Algorithm):
             self.beta = losses.dual_update(self.beta, m["margin_delta"], cfg.margin, cfg.beta_lr)
             if cfg.beta_max > 0:  # the runaway guard (off by default: the authors' semantics)
                 self.beta = min(self.beta, cfg.beta_max)
-        if not cfg.freeze_composer and groups_seen and self.probes:
-            m["probe_teacher_nll"] = self.probe_nll()
         m.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
                  context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
         return m
+
+    def diagnostics(self, step: int, final: bool = False) -> dict[str, float]:
+        """The probe NLL (:meth:`probe_nll`) every ``--probe-every`` steps and at the last one, when the composer
+        trains: a diagnostic, kept off the update (it composes and scores every probe again)."""
+        every = self.cfg.probe_every
+        if self.cfg.freeze_composer or not self.probes or not (final or (every and step % every == 0)):
+            return {}
+        return {"probe_teacher_nll": self.probe_nll()}
 
     @torch.no_grad()
     def probe_nll(self) -> float:
@@ -372,10 +411,15 @@ class LOPD(Algorithm):
                    on_step=None) -> dict[str, float]:
         """``cfg.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
         minibatches of ``cfg.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
-        the teacher with their retrieved latent context, token mean, no anchor. Each trajectory retrieves for
-        itself (never itself: a banked success excludes its own row; the task's other experiences may come
-        back). ``log`` receives one row per step (the NLL curve). Afterwards the snapshot (the anchor's
-        reference) is the cold-started composer.
+        the teacher with their retrieved latent context, token mean, no anchor. Each trajectory retrieves its
+        top-J by its own instruction (``--cold-start-retrieval``): ``self``, the authors' ``allow_self_retrieval``,
+        lets its own bank row come back, so the composer is fitted on (task, the same task's experiences)
+        pairs, which is what it reads on-policy; ``exclude`` skips its own row, and with a bank of one row per
+        task (identical successes are deduplicated) every pair is then cross-task. The summary logs the
+        fraction of pairs whose experiences are of the trajectory's task and whose own row came back.
+        ``log`` receives one row per step (the NLL curve). Afterwards the snapshot (the anchor's reference) is
+        the cold-started composer. The cold start has its own optimiser (:attr:`cold_start_opt`, the authors'
+        settings), not the on-policy one.
 
         Resumable: ``start`` steps were already taken (a checkpoint holds the composer after them), so their
         batches are drawn again from the same generator but not trained on, and the run goes on with the very
@@ -387,13 +431,12 @@ class LOPD(Algorithm):
         which goes on and logs ``cold_start_empty``; ``--freeze-composer`` refuses a composer no step trained."""
         cfg = self.cfg
         ok = [t for t in trajectories if t.success and t.n_actions > 0]
-        hits = self.retriever.retrieve([t.task for t in ok], k=cfg.top_j,
-                                       exclude=[[t.bank_id] if t.bank_id is not None else [] for t in ok]) if ok else []
-        pool = [(t, exps) for t, exps in zip(ok, hits) if exps]
+        pool = cold_start_pairs(self.retriever, ok, cfg.top_j, cfg.cold_start_retrieval)
         n_pairs = int(self.dist.sum(len(pool))[0])
         planned = cfg.cold_start_steps if n_pairs else 0
         summary: dict[str, float] = {"cold_start_trajectories": n_pairs, "cold_start_successes": len(ok),
-                                     "cold_start_steps": 0, "cold_start_empty": 0}
+                                     "cold_start_steps": 0, "cold_start_empty": 0,
+                                     **pairing_stats(pool), "cold_start_self_retrieval": float(cfg.cold_start_retrieval == "self")}
         if planned == 0 or n_pairs < cfg.cold_start_min_successes:
             why = (f"the cold start found {n_pairs} (successful trajectory, retrieved experiences) pairs "
                    f"({len(ok)} successes, bank of {len(self.bank) if self.bank is not None else 0}), fewer than "
@@ -455,21 +498,27 @@ class LOPD(Algorithm):
             loss = loss + sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
             del t_logp
         loss.backward()
-        self.step_optimizer(self.composer_opt, self.composer_params)
+        self.step_optimizer(self.cold_start_opt, self.composer_params, clips=self.cold_start_clips)
         return float(loss.detach())
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "qformer": self.composer.qformer.state_dict(),
-                "snapshot_qformer": self.snapshot.qformer.state_dict(),
-                "composer_opt": self.composer_opt.state_dict(), "beta": self.beta,
-                "probes": self.probes}  # so a resumed run logs the same probe_teacher_nll
+        return {**super().state_dict(), "composer": self.composer.kind,
+                "compressor": self.composer.compressor.state_dict(),
+                "snapshot_compressor": self.snapshot.compressor.state_dict(),
+                "composer_opt": self.composer_opt.state_dict(), "cold_start_opt": self.cold_start_opt.state_dict(),
+                "beta": self.beta, "probes": self.probes}  # so a resumed run logs the same probe_teacher_nll
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        kind = state.get("composer", "qformer")  # checkpoints before --composer held a Q-Former under "qformer"
+        if kind != self.composer.kind:
+            raise ValueError(f"the checkpoint's composer is a {kind}, this run's --composer is {self.composer.kind}")
         super().load_state_dict(state)
-        self.composer.qformer.load_state_dict(state["qformer"])
-        self.snapshot.qformer.load_state_dict(state["snapshot_qformer"])
+        self.composer.compressor.load_state_dict(state.get("compressor", state.get("qformer")))
+        self.snapshot.compressor.load_state_dict(state.get("snapshot_compressor", state.get("snapshot_qformer")))
         self.composer_opt.load_state_dict(state["composer_opt"])
+        if "cold_start_opt" in state:
+            self.cold_start_opt.load_state_dict(state["cold_start_opt"])
         self.beta = float(state["beta"])
         self.probes = list(state.get("probes", []))
         self._anchor_cache.clear()

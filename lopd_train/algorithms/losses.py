@@ -130,6 +130,14 @@ def anchor_loss(latents: torch.Tensor, anchor_latents: torch.Tensor) -> torch.Te
     return (latents.float() - anchor_latents.detach().float()).pow(2).mean()
 
 
+def relative_drift(latents: torch.Tensor, anchor_latents: torch.Tensor) -> float:
+    """RMS of the latents' distance to the cold-started ones over the cold-started latents' RMS: how far the
+    composer moved, comparable across latent scales (0 right after the cold start)."""
+    ref = anchor_latents.detach().float().pow(2).mean().sqrt()
+    gap = (latents.detach().float() - anchor_latents.detach().float()).pow(2).mean().sqrt()
+    return float(gap / ref) if ref > 0 else float("nan")
+
+
 @dataclass
 class ComposerTerms:
     """One rollout's composer objective and its parts (detached copies for logging)."""
@@ -143,13 +151,15 @@ class ComposerTerms:
 def composer_objective(q_student: torch.Tensor, q_teacher: torch.Tensor, student_logp_y: torch.Tensor,
                        teacher_logp_y: torch.Tensor, reward: float, beta: float, margin: float = 0.05,
                        latents: torch.Tensor | None = None, anchor_latents: torch.Tensor | None = None,
-                       anchor_coef: float = 0.2) -> ComposerTerms:
+                       anchor_coef: float = 0.2, anchor_scale: float = 1.0) -> ComposerTerms:
     """The composer's loss for one rollout: ``KL + β (m - δ) + λ L_anchor`` (docs/design.md section 7, step 7).
 
     * ``KL``: token mean of ``KL(q_S || q_T)`` over the buckets (``q_student`` detached, ``[T, M+1]``);
     * ``δ = (2r - 1) · mean_t (log p_T(y_t) - log p_S(y_t))``, one number per rollout: the teacher's
       advantage-weighted edge on the sampled tokens, which the constraint ``δ >= m`` keeps useful;
-    * ``L_anchor``: :func:`anchor_loss` of this rollout's latent context (skipped when no snapshot is given).
+    * ``L_anchor``: :func:`anchor_loss` of this rollout's latent context (skipped when no snapshot is given),
+      divided by ``anchor_scale`` (the cold-started latents' mean square for ``--anchor-norm relative``: then λ
+      weighs a relative drift, as the authors' anchor does on latents of RMS about 1).
 
     ``beta`` is the dual variable *before* this step's dual update. The caller weighs rollouts (per
     sequence by default: ``loss / number of supervised rollouts``)."""
@@ -158,7 +168,7 @@ def composer_objective(q_student: torch.Tensor, q_teacher: torch.Tensor, student
     loss = kl + margin_penalty(delta, beta, margin)
     anchor = torch.zeros((), device=kl.device)
     if latents is not None and anchor_latents is not None:
-        anchor = anchor_loss(latents, anchor_latents)
+        anchor = anchor_loss(latents, anchor_latents) / anchor_scale
         loss = loss + anchor_coef * anchor
     return ComposerTerms(loss, float(kl.detach()), float(delta.detach()), float(anchor.detach()))
 

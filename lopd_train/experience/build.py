@@ -27,7 +27,7 @@ HELD_BACK = "pig_heldback.jsonl"
 
 
 def sample_bank(trainer, tasks: Sequence[str], samples: int, keep_failures: bool = False,
-                hold_back: int | None = None, progress: bool = False) -> dict[str, Any]:
+                hold_back: int | None = None, progress: bool = False, per_task: int | None = None) -> dict[str, Any]:
     """Sample ``samples`` rollouts of the trainer's student (untrained: the base model) on every task of
     ``tasks`` with the run's sampling, in batches of the trainer's envs; write the bank and its provenance;
     count the rollouts in ``trainer.rollouts``. Successes are held back for the PIG metric only when the run
@@ -40,12 +40,13 @@ def sample_bank(trainer, tasks: Sequence[str], samples: int, keep_failures: bool
                      hold_back=(trainer.cfg.pig_trajectories if trainer.cfg.pig_every > 0 else 0)
                      if hold_back is None else hold_back,
                      held_back_path=Path(trainer.out) / HELD_BACK, counter=trainer, adapter=models.adapter,
-                     generator=trainer.serving_student())
+                     generator=trainer.serving_student(),
+                     per_task=trainer.cfg.pig_per_task if per_task is None else per_task)
 
 
 def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], samples: int, keep_failures: bool = False,
           seed: int = 0, progress: bool = False, hold_back: int = 0, held_back_path: Path | None = None,
-          counter=None, adapter=None, generator=None) -> dict[str, Any]:
+          counter=None, adapter=None, generator=None, per_task: int = 1) -> dict[str, Any]:
     """The bank-building loop (see :func:`sample_bank`); ``adapter`` is the context manager that selects the
     student adapter when ``policy`` carries LoRA adapters (None: a plain model); ``generator`` samples (None:
     HF generate; the trainer's vLLM engine with ``--rollout-backend vllm``)."""
@@ -83,7 +84,7 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
                 counter.rollouts += len(chunk)
     bar.close()
     policy.train()
-    held = held_back(trajs, hold_back)
+    held = held_back(trajs, hold_back, per_task)
     held_ids = {id(t) for t in held}
     kept = [t.trace for t in trajs if id(t) not in held_ids and t.trace is not None]
     bank.add(kept, rollout=0, keep_failures=keep_failures)
@@ -102,17 +103,22 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     return prov
 
 
-def held_back(trajs, n: int) -> list:
-    """Up to ``n`` successes to keep out of the bank, one per task, only from tasks with another success: the
-    bank still holds a success of each such task (possibly the same call: a small model's correct answers are
-    often identical), which is what same-task retrieval gives the teacher during training too."""
-    if n <= 0:
+def held_back(trajs, n: int, per_task: int = 1) -> list:
+    """Up to ``n`` successes to keep out of the bank, at most ``per_task`` of each task and always leaving one
+    in: the bank still holds a success of each such task (possibly the same call: a small model's correct
+    answers are often identical), which is what same-task retrieval gives the teacher during training too.
+    Taken round-robin over the tasks (each task's last successes first), so a small ``n`` spreads over as many
+    tasks as it can."""
+    if n <= 0 or per_task <= 0:
         return []
     by_task: dict[str, list] = {}
     for t in trajs:
         if t.success and t.trace is not None:
             by_task.setdefault(t.task_id, []).append(t)
-    return [ts[-1] for ts in by_task.values() if len(ts) >= 2][:n]
+    out = []
+    for k in range(1, per_task + 1):
+        out += [ts[-k] for ts in by_task.values() if len(ts) > k]
+    return out[:n]
 
 
 def read_held_back(path: Path) -> list:

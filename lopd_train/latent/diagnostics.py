@@ -140,6 +140,52 @@ def bootstrap_gain(records: Sequence[NLLRecord], condition: str, decisive: bool 
             "nll_none": float(base.sum() / n.sum()), "nll": float(cond.sum() / n.sum())}
 
 
+def paired_gain(records: Sequence[NLLRecord], condition: str, control: str, decisive: bool = False,
+                by_task: bool = True, reps: int = 2000, seed: int = 0) -> dict[str, float]:
+    """How much more ``condition`` helps than ``control`` on the same trajectories: token-weighted
+    ``NLL(control) - NLL(condition)`` (nats per token; ``PIG(condition) - PIG(control)``), with a 95% percentile
+    bootstrap interval that resamples **tasks** (``by_task``: a task's trajectories drawn together, since the
+    successes of one task are often the same call) or trajectories. Records missing either are left out."""
+    key = "nll_decisive" if decisive else "nll"
+    use = [r for r in records if condition in getattr(r, key) and control in getattr(r, key)]
+    n = np.array([r.n_decisive if decisive else r.n_tokens for r in use], dtype=float)
+    diff = np.array([getattr(r, key)[control] - getattr(r, key)[condition] for r in use])
+    tasks = sorted({r.task_id for r in use})
+    if not use or n.sum() == 0:
+        return {"pig": float("nan"), "low": float("nan"), "high": float("nan"), "n": len(use), "tasks": len(tasks),
+                "tokens": 0}
+    clusters = ([np.array([i for i, r in enumerate(use) if r.task_id == t]) for t in tasks] if by_task
+                else [np.array([i]) for i in range(len(use))])
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(reps):
+        k = np.concatenate([clusters[j] for j in rng.integers(len(clusters), size=len(clusters))])
+        if n[k].sum() > 0:
+            draws.append(diff[k].sum() / n[k].sum())
+    low, high = np.percentile(draws, [2.5, 97.5]) if draws else (float("nan"), float("nan"))
+    return {"pig": float(diff.sum() / n.sum()), "low": float(low), "high": float(high), "n": len(use),
+            "tasks": len(tasks), "tokens": int(n.sum())}
+
+
+def write_records(path, records: Sequence[NLLRecord]) -> None:
+    """One JSON line per trajectory (its task, token counts and summed NLLs per condition), written atomically:
+    every interval of a report recomputes from these."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from lopd_train.training.checkpoints import atomic_write
+
+    atomic_write(Path(path), "".join(json.dumps(dataclasses.asdict(r), sort_keys=True) + "\n" for r in records))
+
+
+def read_records(path) -> list[NLLRecord]:
+    import json
+    from pathlib import Path
+
+    return [NLLRecord(**json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def summary(records: Sequence[NLLRecord], conditions: Sequence[str] = CONDITIONS) -> dict[str, dict[str, float]]:
     """``{condition: bootstrap_gain(...), condition + "@decisive": ...}`` for every condition but ``none``."""
     out = {}

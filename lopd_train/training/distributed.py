@@ -440,10 +440,10 @@ def rank_rng_state(blob: dict[str, Any], dist: Local) -> dict[str, Any]:
 
 def trainable_parameters(policy: torch.nn.Module, algo: Any) -> list[torch.Tensor]:
     """What must start identical on every rank: the LoRA weights on the backbone (student, composer,
-    anchor) and the parameters of the algorithm's own modules (LOPD's Q-Formers)."""
+    anchor) and the parameters of the algorithm's own modules (LOPD's compressors)."""
     params = [p for n, p in policy.named_parameters() if "lora_" in n]
     for value in vars(algo).values():
-        module = getattr(value, "qformer", value)
+        module = getattr(value, "compressor", value)
         if isinstance(module, torch.nn.Module) and module is not policy:
             params += list(module.parameters())
     seen: set[int] = set()

@@ -441,7 +441,9 @@ class Trainer:
             t_roll = time.time() - t0
             with self.dist.unsharded(self.policy):  # FSDP: ranks run different passes, so no collective inside
                 metrics = self.algo.update(trajs)
-            self.step += 1
+                self.step += 1
+                final = self.step >= cfg.steps or bool(cfg.rollout_budget and self.rollouts >= cfg.rollout_budget)
+                metrics.update(self.algo.diagnostics(self.step, final))  # e.g. LOPD's probe NLL, off the update
             if cfg.pig_every and self.step % cfg.pig_every == 0:
                 metrics.update(self.privileged_gain())
             last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),

@@ -66,6 +66,7 @@ def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys
     import time
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("LOPD_OFFLINE", raising=False)  # it would be named as the reason instead (and skip the hub)
     assert main(["assets", "fetch", "evalplus"]) == 0
     assert "evalplus: ready (2 files)" in capsys.readouterr().out
     start = time.monotonic()

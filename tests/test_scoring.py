@@ -12,6 +12,27 @@ from lopd_train.algorithms.scoring import score_group, teacher_logits
 
 
 @pytest.fixture()
+def prefix_budget(monkeypatch):
+    """``FROZEN_PREFIXES`` with its default budget, whatever ``$LOPD_PREFIX_CACHE_MB`` said when it was built at
+    import (a caller's ``LOPD_PREFIX_CACHE_MB=0`` would make every lookup a miss), and empty."""
+    from lopd_train.algorithms.scoring import FROZEN_PREFIXES, FrozenPrefixCache
+
+    monkeypatch.delenv("LOPD_PREFIX_CACHE_MB", raising=False)
+    monkeypatch.setattr(FROZEN_PREFIXES, "max_bytes", FrozenPrefixCache().max_bytes)
+    FROZEN_PREFIXES.clear()
+    return FROZEN_PREFIXES
+
+
+def test_the_prefix_budget_comes_from_the_environment(monkeypatch):
+    from lopd_train.algorithms.scoring import FrozenPrefixCache
+
+    monkeypatch.delenv("LOPD_PREFIX_CACHE_MB", raising=False)
+    assert FrozenPrefixCache().max_bytes == 2**30
+    monkeypatch.setenv("LOPD_PREFIX_CACHE_MB", "3")
+    assert FrozenPrefixCache().max_bytes == 3 * 2**20 and FrozenPrefixCache(max_bytes=5).max_bytes == 5
+
+
+@pytest.fixture()
 def group():
     torch.manual_seed(0)
     base, _ = models.tiny_model()
@@ -53,7 +74,7 @@ def test_teacher_latent_gradient_with_a_shared_prompt_equals_scoring_each_sequen
     assert all(p.grad is None for n, p in peft_model.named_parameters() if "lora_" in n)
 
 
-def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_result(group):
+def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_result(group, prefix_budget):
     """``FROZEN_PREFIXES``: the teacher's prompt up to the first latent, computed once per run (exact), with
     the same logits and latent gradient on a hit as on the miss; a trainable backbone is never cached."""
     from lopd_train.algorithms.scoring import FROZEN_PREFIXES
@@ -94,7 +115,7 @@ def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_
     assert (FROZEN_PREFIXES.hits - hits, FROZEN_PREFIXES.misses - misses) == (0, 0)
 
 
-def test_a_teacher_pass_without_a_graph_takes_the_cached_head_and_equals_the_full_pass(group):
+def test_a_teacher_pass_without_a_graph_takes_the_cached_head_and_equals_the_full_pass(group, prefix_budget):
     """LOPD's probe NLL and the PIG measurements score the teacher under ``torch.no_grad``: those passes read the
     frozen head from ``FROZEN_PREFIXES`` too (a hit after one miss), with the logits of one pass over the whole
     sequence (:func:`teacher_logits`), and the same as a pass that records a graph."""

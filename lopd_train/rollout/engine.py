@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
@@ -169,6 +170,14 @@ def _positions(attn: torch.Tensor) -> torch.Tensor:
     return (attn.cumsum(-1) - 1).masked_fill_(attn == 0, 1)
 
 
+def last_logits_kw(model) -> dict[str, int]:
+    """``{"logits_to_keep": 1}`` where the causal LM takes it: the prefill keeps only its key/value cache, so the
+    LM head over every prompt position (``[B, L, V]``, 1.2 GB at the study's shape, issue 53) is never computed.
+    A PEFT wrapper's ``forward`` takes ``**kwargs``, so its base model's signature decides."""
+    body = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(body.forward).parameters else {}
+
+
 @torch.no_grad()
 def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torch.Tensor, torch.Tensor, object]:
     """``(ids, attn, cache)`` for ``generate``: the batch layout (:func:`layout`) and the key/value cache of every
@@ -194,11 +203,11 @@ def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torc
     if ids.shape[1] < 2 or (not shared and len(first) == len(prompts)):
         return ids, attn, None
     unique = torch.tensor([rows.index(u) for u in range(len(first))], device=device)
-    kw = cache_kw(model)
+    kw, last = cache_kw(model), last_logits_kw(model)
     cache = None
     if shared:
         cache = cached(model(input_ids=ids[:1, :shared], attention_mask=attn[:1, :shared],
-                             position_ids=_positions(attn[:1, :shared]), use_cache=True))
+                             position_ids=_positions(attn[:1, :shared]), use_cache=True, **last))
         if not hasattr(cache, "batch_repeat_interleave"):
             ids, attn = (x.to(device) for x in layout(prompts, pad, 0))
             return ids, attn, None
@@ -206,12 +215,38 @@ def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torc
     u_ids, u_attn = ids[unique, :-1], attn[unique, :-1]
     if u_ids.shape[1] > shared:
         cache = cached(model(input_ids=u_ids[:, shared:], attention_mask=u_attn,
-                             position_ids=_positions(u_attn)[:, shared:], use_cache=True,
+                             position_ids=_positions(u_attn)[:, shared:], use_cache=True, **last,
                              **({kw: cache} if cache is not None else {})))
     if not hasattr(cache, "batch_select_indices"):
         return ids, attn, None
     cache.batch_select_indices(torch.tensor(rows, device=device))
     return ids, attn, cache
+
+
+@torch.no_grad()
+def sampled_statistics(step_logits: Sequence[torch.Tensor], new: torch.Tensor, cfg: SamplingConfig
+                       ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
+    """From ``generate``'s raw logits (one ``[B, V]`` per step: no temperature, no truncation) and the sampled
+    ids ``new`` ``[B, T]``: the sampler's log-probability of each sampled token (at ``cfg.temperature``) and,
+    with ``cfg.top_m``, the policy's own (temperature 1) log-probability of it and its top-M ids and
+    log-probs. One step at a time, so no ``[B, T, V]`` copy is ever made (stacking, scaling, two log-softmaxes
+    made three or four); at temperature 1 or greedy the sampler is the policy and one log-softmax serves both.
+    Each row is computed exactly as over the stacked tensor."""
+    logps, chosen, top_ids, top_vals = [], [], [], []
+    for t, raw in enumerate(step_logits):
+        raw = raw.float().cpu()
+        ids = new[:, t:t + 1]
+        scaled = raw if cfg.greedy or cfg.temperature == 1.0 else raw / cfg.temperature
+        sampler = torch.log_softmax(scaled, dim=-1)
+        logps.append(sampler.gather(-1, ids))
+        if cfg.top_m:  # the policy itself (temperature 1)
+            policy = sampler if scaled is raw else torch.log_softmax(raw, dim=-1)
+            top = policy.topk(min(cfg.top_m, policy.shape[-1]), dim=-1)
+            chosen.append(policy.gather(-1, ids))
+            top_ids.append(top.indices)
+            top_vals.append(top.values)
+    stats = (torch.cat(chosen, 1), torch.stack(top_ids, 1), torch.stack(top_vals, 1)) if cfg.top_m else None
+    return torch.cat(logps, 1), stats
 
 
 @torch.no_grad()
@@ -227,14 +262,7 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
         out = model.generate(input_ids=ids, attention_mask=attn, synced_gpus=False, **{cache_kw(model): cache},
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()
-    logits = torch.stack(out.logits, dim=1).float().cpu()  # [B, T, V], raw: no temperature, no truncation
-    scaled = logits if cfg.greedy else logits / cfg.temperature
-    logps = torch.log_softmax(scaled, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-    stats = None
-    if cfg.top_m:  # the policy itself (temperature 1)
-        policy = torch.log_softmax(logits, dim=-1)
-        top = policy.topk(min(cfg.top_m, policy.shape[-1]), dim=-1)
-        stats = (policy.gather(-1, new.unsqueeze(-1)).squeeze(-1), top.indices, top.values)
+    logps, stats = sampled_statistics(out.logits, new, cfg)
     results = []
     eos = tokenizer.eos_token_id
     for i in range(len(prompts)):

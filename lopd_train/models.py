@@ -144,6 +144,45 @@ def byte_tokenizer():
     return tok
 
 
+# ------------------------------------------------------------------------------------------- attention
+
+#: the attention implementation every model lopd loads runs with (:func:`gqa_sdpa_attention`)
+ATTENTION = "lopd_sdpa"
+
+
+def gqa_sdpa_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                       is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """transformers' SDPA attention, except that grouped-query attention over several queries *with a mask* on
+    CPU runs through the kernel's own ``enable_gqa``. transformers gives the kernel GQA only without a mask (on
+    CUDA a mask would send it to the slow math kernel) and otherwise expands K and V with ``repeat_kv``: a copy
+    of every layer's keys and values per query head, which autograd keeps for the backward. lopd passes a mask
+    for every scored group, so the teacher's tail kept the whole prompt's K/V three times over (issue 53:
+    1.14 GB of the teacher's 1.49 GB graph). Same result to float rounding. Everything else (no mask, one
+    query, CUDA and other devices, position biases, soft-capping) is transformers' own function."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if (getattr(module, "num_key_value_groups", 1) == 1 or attention_mask is None or query.shape[2] == 1
+            or query.device.type != "cpu" or kwargs.get("position_bias") is not None
+            or kwargs.get("softcap") is not None or kwargs.get("output_attentions")):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                                           dropout_p=dropout, scale=scaling, enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def attention() -> str:
+    """:data:`ATTENTION`, registered with transformers (the attention function, and SDPA's mask builder for its
+    masks), for ``attn_implementation``."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
+    AttentionInterface.register(ATTENTION, gqa_sdpa_attention)
+    AttentionMaskInterface.register(ATTENTION, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    return ATTENTION
+
+
 def tiny_model(hidden: int = 64, layers: int = 2, seed: int = 0):
     """A randomly initialised Llama and the byte tokenizer: small enough for unit tests on a CPU."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -157,6 +196,7 @@ def tiny_model(hidden: int = 64, layers: int = 2, seed: int = 0):
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
+    model.set_attn_implementation(attention())
     return model, tok
 
 
@@ -255,7 +295,7 @@ def load_backbone(spec: str, device: torch.device | None = None, dtype: str | to
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention()).to(device)
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
 

@@ -101,10 +101,13 @@ VARIANTS = [
     Variant("sdpo", "sdpo", BANKED, about="SDPO (teacher re-prompted with another successful rollout or feedback)"),
     Variant("sdft", "sdft", BANKED, about="SDFT (teacher given a demonstration)"),
     Variant("skill_sd", "skill_sd", BANKED, about="Skill-SD (teacher given summarised skills)"),
-    Variant("lopd-frozen", "lopd", {**LOPD, "freeze_composer": True},
-            about="LOPD, the cold-started composer kept fixed", fork_from="lopd"),
+    Variant("lopd-frozen", "lopd", {**LOPD, "margin_ablation": "no-composer-phase"},
+            about="LOPD, no margin as the authors' switch (--margin-ablation no-composer-phase, their "
+                  "constraint.enabled=false): no composer phase, the cold-started composer kept fixed",
+            fork_from="lopd"),
     Variant("lopd-nomargin", "lopd", {**LOPD, "beta_lr": 0.0, "beta_init": 0.0},
-            about="LOPD without the privileged margin (eta 0, beta_0 0)", fork_from="lopd"),
+            about="LOPD, no margin as study v2's eta-zero variant (--margin-ablation eta-zero: eta 0, beta_0 0, "
+                  "the composer still trains on KL + anchor)", fork_from="lopd"),
     Variant("lopd-m0.02", "lopd", {**LOPD, "margin": 0.02}, about="LOPD, margin m=0.02", fork_from="lopd"),
     Variant("lopd-m0.1", "lopd", {**LOPD, "margin": 0.1}, about="LOPD, margin m=0.1", fork_from="lopd"),
 ]

@@ -314,3 +314,19 @@ def test_the_probe_nll_is_measured_every_n_steps_and_at_the_end(tmp_path):
     frozen, trajs, _, _ = channel(tmp_path, "qformer", "self", steps=1, probe_every=1, freeze_composer=True)
     frozen.cold_start(trajs)
     assert frozen.diagnostics(1, final=True) == {}
+
+
+@pytest.mark.parametrize("composer", ["perceiver", "qformer"])
+def test_j3_runs_the_cold_start_the_update_and_the_pig_measurement(tmp_path, composer):
+    algo, trajs, held, retriever = channel(tmp_path, composer, "self", steps=2, top_j=3)
+    summary = algo.cold_start(trajs)
+    assert summary["cold_start_same_task_fraction"] == pytest.approx(1 / 3)
+    for k, t in enumerate(trajs):
+        t.group = k
+    m = algo.update(trajs)
+    assert m["context_fraction"] == 1.0 and m["latent_drift"] >= 0.0
+    (exps,) = retriever.retrieve([held[0].task], k=3)
+    assert algo.compose(held[0].task, exps).shape == (3 * algo.cfg.num_latents, algo.composer.compressor(
+        torch.zeros(1, 1, algo.policy.get_base_model().config.hidden_size), torch.ones(1, 1)).shape[-1])
+    before, own_minus_other = pig(algo, held, retriever)  # every condition measured with three experiences
+    assert before == before and own_minus_other == own_minus_other  # finite, not NaN

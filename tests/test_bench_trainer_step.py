@@ -60,8 +60,8 @@ def test_sections_split_the_update_without_double_counting(timing):
     assert "teacher forward" not in timing["algos"]["grpo"]["sections"][0]
     lopd = timing["algos"]["lopd"]["sections"][0]
     assert {"compose (encoder + Q-Former)", "teacher forward", "composer backward", "student forward"} <= set(lopd)
-    # the probe NLL a cold-started run computes after every composer update is part of the timed update
-    assert lopd["probe NLL (no graph)"]["wall"] > 0
+    # the probe NLL is a diagnostic the trainer asks for every --probe-every steps, not part of the update
+    assert "probe NLL (no graph)" not in lopd
     assert "teacher forward" in timing["algos"]["opsd"]["sections"][0]
     assert "prepare (Skill-SD summaries)" in timing["algos"]["skill_sd"]["sections"][0]
 

@@ -2,7 +2,7 @@
 
 One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task groups:
 
-1. **retrieve** the top-J experiences for each task (never the task's own rollouts); a rollout for which
+1. **retrieve** the top-J experiences for each task (never the scored rollout itself); a rollout for which
    nothing was retrieved gets no supervision at all (``skipped_no_context``);
 2. **compose**: the composer encodes "task to solve + experience" for each retrieved experience into K latent
    tokens (every pair of a ``--score-batch`` chunk of groups in one encoder pass, :meth:`LOPD.compose_many`);
@@ -15,13 +15,17 @@ One update, top to bottom (:meth:`LOPD.update`), per minibatch of whole task gro
 4. **student step**: reverse KL(p̂_S || p̂_T) on the support, token mean over the supervised tokens, AdamW;
 5. **composer step**: per rollout ``KL + β (m - δ) + λ L_anchor`` (``losses.composer_objective``), each
    supervised rollout weighing the same, its own AdamW; the anchor pulls the latents toward those of the
-   cold-started composer (a frozen snapshot, cached per task and experience);
+   cold-started composer (a frozen snapshot, cached per task and experience), divided by their mean square
+   (``--anchor-norm relative``); the latents' drift from them, relative to their RMS, is logged
+   (``latent_drift``);
 6. **dual update** ``β <- max(0, β + η (m - δ̄))`` with δ̄ token-weighted; the loss above used the old β.
 
 Gradient norms are clipped to ``max_grad_norm``; a step whose norm is not finite is skipped. **Cold start**
 (:meth:`LOPD.cold_start`, before on-policy training) fits the composer alone by the NLL of successful
-trajectories under the teacher with their retrieved latent context; its result is the anchor's reference and
-what ``--freeze-composer`` keeps.
+trajectories under the teacher with their retrieved latent context, each trajectory retrieving by its own
+instruction with its own bank row allowed (the authors' pairing: what the composer is fitted on is what it
+reads on-policy, the task's own experiences first); its result is the anchor's reference and what
+``--freeze-composer`` (and ``--margin-ablation no-composer-phase``, the authors' "no margin") keeps.
 
 Knobs, the reference's value (bingreeky/LOPD @ 50c3d7f, ``configs/training/lopd_qwen3_4b_envscaler.yaml`` and
 ``compressor_sft_qwen3_4b_envscaler.yaml``) and ours:
@@ -42,10 +46,15 @@ knob                  reference               ours (default)          why
                                                                       LoRA 3; we clip the composer at 1.0)
 ``--lr`` (student)    1e-5, full fine-tune    1e-4, LoRA r=16         LoRA needs a larger step than full fine-tuning;
                                                                       measured on SmolLM2-135M (see below)
-``--composer-lr``     1e-5                    1e-4                    measured on SmolLM2-135M (see below); a 2-layer
-                                                                      Q-Former of width 256, not 8 shared layers
+``--composer-lr``     1e-5                    1e-5                    same (study v2 ran 1e-4: see below)
+``--anchor-norm``     LayerNorm latents, RMS 1  ``relative``          same strength for a relative drift (study
+                                                                      v2: absolute MSE at RMS 0.136, ~54x weaker)
 ``--composer-lora-r`` r = 8, α = 16           8 / 16                  same
 ``--cold-start-steps``  1,000 at batch 8      100 at batch 8          CPU budget; the main job uses a few steps
+``--cold-start-lr``   1e-5, AdamW defaults    1e-5, wd 0.01           same (its own optimiser, not the on-policy one)
+cold-start clips      Q-Former 30, LoRA 3     30 / 3                  same
+``--cold-start-retrieval``  own query, self   ``self``                same; ``exclude`` (study v2) is the control
+                      retrieval allowed
 ``--temperature``     0.7, top-p .95, top-k 20  0.7, 0.95, 20         same (configurable; the recorded log-probs
                                                                       are the untruncated policy's)
 ``--experience-format``  full chat transcript  ``chat``               same; ``trace`` is our compact trace
@@ -54,12 +63,15 @@ knob                  reference               ours (default)          why
                       (same task retrievable)                         queried by the instruction, same-task
                                                                       experiences retrieved, never the scored
                                                                       trajectory; ``dynamic`` is study v1's bank
-Q-Former              Perceiver resampler,    2 layers, width 256     not changed in this revision (small model)
-                      8 shared layers
+``--composer``        Perceiver resampler,    ``qformer`` (2 layers,  ``perceiver`` is theirs (model width, heads
+                      one block x 8, shared   width 256)              as the backbone's, ff x4, LayerNorm output);
+                                                                      the default stays until the decisive test
+                                                                      (benchmarks/results/decisive_test) decides
 ====================  ======================  ======================  ==============================================
 
-The learning rates are the one place where the reference's value cannot carry over: its student is fully
-fine-tuned, ours is a LoRA, whose updates need a larger step. ``python benchmarks/trainer_step.py --threads 1
+The student's learning rate is the one place where the reference's value does not carry over: its student is
+fully fine-tuned, ours is a LoRA, whose updates need a larger step. (Study v2 also ran the composer at 1e-4 on
+the measurement below; with the authors' pairing and scale restored the composer runs at their 1e-5.) ``python benchmarks/trainer_step.py --threads 1
 --sweep --tasks 2 --group 2`` (SmolLM2-135M, one training task of 2 sampled rollouts, one held-back task,
 3 steps from the same fresh adapters; ``benchmarks/results/trainer_step/smollm2_sweep.txt``, 2026-12-01,
 load average ~9) measured:

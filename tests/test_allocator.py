@@ -70,3 +70,37 @@ def test_bad_value_is_an_error(monkeypatch):
     monkeypatch.setenv("LOPD_MALLOC", "jemalloc")
     with pytest.raises(ValueError, match="LOPD_MALLOC"):
         allocator.configure()
+
+
+TRIM_PROBE = textwrap.dedent("""
+    import ctypes, ctypes.util, json
+    from lopd_train.training import allocator
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+    def rss():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096
+    blocks = [libc.malloc(64 << 10) for _ in range(4000)]  # 250 MiB of small heap blocks (below the mmap threshold)
+    for p in blocks:
+        ctypes.memset(p, 1, 64 << 10)
+    keep = libc.malloc(64)  # a live block above them: the heap's top cannot shrink by itself
+    for p in blocks:
+        libc.free(p)
+    before = rss()
+    released = allocator.trim()
+    print(json.dumps([released, before, rss()]))
+""")
+
+
+@pytest.mark.skipif(allocator._glibc() is None, reason="glibc only")
+def test_trim_hands_a_freed_heap_back_and_keep_leaves_it():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "LOPD_MALLOC"))}
+    env["PYTHONPATH"] = str(ROOT)
+    import json
+
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], env=env, capture_output=True, text=True, check=True)
+    released, before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert released and before - after > 150 << 20, (before, after)  # most of the 250 MiB went back
+    out = subprocess.run([sys.executable, "-c", TRIM_PROBE], env={**env, "LOPD_MALLOC": "keep"}, capture_output=True,
+                         text=True, check=True)
+    released, before, after = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not released and before - after < 10 << 20

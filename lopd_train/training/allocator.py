@@ -73,3 +73,17 @@ def configure() -> str:
     if not ok:
         log.info("allocator settings not applied (not glibc, or mallopt refused them)")
     return _configured
+
+
+def trim() -> bool:
+    """Hand the heap's free pages back to the kernel (glibc's ``malloc_trim(0)``), between phases whose working
+    sets differ (bank, cold start, held-out evaluation, update): glibc keeps what a phase once held, so the
+    resident size after an 8 GB update stays near 8 GB with 0.4 GB in use (measured on the README main job:
+    7.7 GB resident, 1.4 GB after a trim). Skipped under ``LOPD_MALLOC=keep``, whose point is to keep it.
+    Returns whether memory was released."""
+    if configure() == "keep":
+        return False
+    libc = _glibc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return False
+    return bool(libc.malloc_trim(0))

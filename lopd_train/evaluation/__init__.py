@@ -32,6 +32,7 @@ from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, Op
                                             sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.evaluation.records import RecordWriter, read_records, record_key
+from lopd_train.evaluation.selection import SelectionError, plan
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
 
 
@@ -146,6 +147,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     ``cfg.output``. Returns the results dict."""
     from lopd_train.rollout.engine import make_envs
 
+    chosen = check_selection(cfg)  # before anything is written, loaded or generated
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
@@ -170,7 +172,8 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     try:
         with RecordWriter(records_path) as writer, ThreadPoolExecutor(max_workers=max(2, cfg.batch_size)) as pool:
             for env_id in cfg.env:
-                env_info[env_id] = _run_env(cfg, env_id, backend, sampling, writer, done, pool, make_envs)
+                env_info[env_id] = _run_env(cfg, env_id, chosen[env_id], backend, sampling, writer, done, pool,
+                                            make_envs)
     finally:
         backend_info = backend.describe()
         backend.close()
@@ -183,19 +186,27 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     return results
 
 
-def _run_env(cfg, env_id, backend, sampling, writer, done, pool, make_envs) -> dict[str, Any]:
+def check_selection(cfg: EvalConfig) -> dict[str, list[str]]:
+    """The task ids each env scores; every env id, category and ``--tasks`` id checked before the first
+    generation (:mod:`.selection`), an unknown one a :class:`SelectionError`."""
+    import gymnasium as gym
+
+    import lopd_envs
+
+    gym.register_envs(lopd_envs)
+    return plan(cfg.env, cfg.tasks, cfg.limit, lambda env_id: gym.make(env_id, **env_kwargs(cfg, env_id)),
+                gym.registry)
+
+
+def _run_env(cfg, env_id, task_ids, backend, sampling, writer, done, pool, make_envs) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     kwargs = env_kwargs(cfg, env_id)
-    envs = make_envs(env_id, min(cfg.batch_size, max(1, (cfg.limit or cfg.batch_size) * cfg.samples)), **kwargs)
+    envs = make_envs(env_id, min(cfg.batch_size, max(1, len(task_ids) * cfg.samples)), **kwargs)
     t0 = time.time()
     try:
-        tasks = task_list(envs[0])
-        if cfg.tasks:
-            wanted = set(cfg.tasks)
-            tasks = [t for t in tasks if t.task_id in wanted]
-        if cfg.limit:
-            tasks = tasks[:cfg.limit]
+        chosen = set(task_ids)
+        tasks = [t for t in task_list(envs[0]) if t.task_id in chosen]
         meta = {t.task_id: task_meta(t) for t in tasks}
         items = [WorkItem(t.task_id, s, _seed(cfg.seed, env_id, t.task_id, s), order)
                  for order, t in enumerate(tasks) for s in range(cfg.samples)]

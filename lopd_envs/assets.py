@@ -3,10 +3,12 @@
 Each suite declares its own files, pinned sources and hashes in its own folder and registers them with
 :func:`register`; this module resolves, downloads and verifies them and lists the declared ones (:func:`benchmarks`).
 
-Resolution order for a file of a benchmark: an explicit ``data_dir`` → ``$LOPD_DATA_DIR/<benchmark>/`` →
-the user cache (``$LOPD_CACHE`` or ``~/.cache/lopd``) → a download from the pinned official source,
-verified by sha256, into the cache. Offline and missing, the error names the file, the source and the
-env var, because "file not found" alone sends users hunting.
+Resolution order for a file of a benchmark: ``$LOPD_DATA_DIR/<benchmark>/`` → the user cache (``$LOPD_CACHE``
+or ``~/.cache/lopd``) → a download from the pinned official source, verified by sha256, into the cache.
+An explicit ``data_dir`` replaces that whole chain: it is the only place looked, and a file missing there
+is an error that names the folder and any copy found elsewhere (issue 55: a file silently taken from
+another place made a run read data its user never chose). Offline and missing, the error names the file,
+the source and the env var, because "file not found" alone sends users hunting.
 
 Sources are either a pinned URL or a pinned PyPI wheel. Wheels are fetched with ``pip download --no-deps``
 so that a benchmark shipped inside a package (BFCL-v3 in ``bfcl-eval``) never becomes a resolved
@@ -91,11 +93,12 @@ def sha256_of(path: Path) -> str:
 
 
 def candidate_dirs(benchmark: str, data_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Folders searched for a benchmark's files, best first. An explicit ``data_dir`` may be the benchmark
-    folder itself or a root holding ``<benchmark>/``."""
-    dirs: list[Path] = []
+    """Folders searched for a benchmark's files, best first. An explicit ``data_dir`` (the benchmark folder
+    itself or a root holding ``<benchmark>/``) is the only place searched; without one, the data dir named
+    by the environment, then the cache."""
     if data_dir:
-        dirs += [Path(data_dir) / benchmark, Path(data_dir)]
+        return [Path(data_dir) / benchmark, Path(data_dir)]
+    dirs: list[Path] = []
     if os.environ.get(DATA_ENV):
         dirs.append(Path(os.environ[DATA_ENV]) / benchmark)
     dirs.append(cache_dir() / benchmark)
@@ -117,7 +120,7 @@ def find_local(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike |
             if found:
                 return found[-1], True
     source = benchmark.files.get(relpath)
-    if source is not None and source.kind == "hf":
+    if source is not None and source.kind == "hf" and not data_dir:  # the hub's cache is another place
         cached = hub_cached(source.ref, relpath)
         if cached is not None:
             return cached, False
@@ -130,6 +133,10 @@ def locate(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | Non
     found, _ = find_local(benchmark, relpath, data_dir, stand_in)
     if found is not None:
         return found
+    if data_dir:
+        elsewhere, _ = find_local(benchmark, relpath, None, stand_in)
+        raise AssetMissing(explicit_missing_message(benchmark.title, [relpath], benchmark.name, data_dir,
+                                                    [elsewhere] if elsewhere is not None else []))
     tried = candidate_dirs(benchmark.name, data_dir)
     source = benchmark.files.get(relpath)
     reason = "no pinned source" if source is None else ""
@@ -162,6 +169,22 @@ def missing_message(benchmark: Benchmark, relpath: str, tried: list[Path], reaso
     if benchmark.note:
         lines.append(benchmark.note)
     return "\n".join(line for line in lines if line)
+
+
+def explicit_missing_message(title: str, relpaths: list[str], benchmark: str, data_dir: str | os.PathLike,
+                             elsewhere: list[Path]) -> str:
+    """A file missing from an explicit ``data_dir``: that folder is the only place looked, so the message
+    names it and, when one exists, the copy that the default resolution would have used instead."""
+    tried = candidate_dirs(benchmark, data_dir)
+    lines = [f"{title}: {', '.join(repr(r) for r in relpaths)} not found in data_dir={str(data_dir)!r} "
+             f"(looked in {', '.join(str(d) for d in tried)}).",
+             f"An explicit data_dir is the only place looked: {DATA_ENV}, the cache and downloads are not used."]
+    if elsewhere:
+        lines.append("A copy exists at " + ", ".join(str(p) for p in elsewhere)
+                     + ": put it under data_dir, or leave data_dir out to use it.")
+    else:
+        lines.append(f"Put the file under {tried[0]}, or leave data_dir out to use {DATA_ENV}, the cache or a download.")
+    return "\n".join(lines)
 
 
 def describe(source: Source) -> str:

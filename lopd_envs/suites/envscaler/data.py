@@ -209,6 +209,10 @@ def locate(kind: str, data_dir: str | None, hub: bool = True) -> Path:
     found = _local(names, data_dir)
     if found is not None:
         return found
+    if data_dir:  # an explicit data_dir is the only place looked: no other folder, no hub
+        elsewhere = _local(names, None)
+        raise assets.AssetMissing(assets.explicit_missing_message(BENCH.title, list(names[:1]), BENCHMARK, data_dir,
+                                                                  [elsewhere] if elsewhere is not None else []))
     reason = assets.hub_offline_reason() if hub else "the hub was not asked"
     if reason is None:
         try:

@@ -95,6 +95,11 @@ def find_files(path: str | None, data_dir: str | None, version: str) -> tuple[li
     for folder in assets.candidate_dirs(LIVECODEBENCH.name, data_dir):
         if all((folder / f).exists() for f in wanted):
             return [folder / f for f in wanted], str(folder)
+    if data_dir:  # an explicit data_dir is the only place looked: no other folder, no hub
+        elsewhere = [folder for folder in assets.candidate_dirs(LIVECODEBENCH.name)
+                     if all((folder / f).exists() for f in wanted)]
+        raise assets.AssetMissing(assets.explicit_missing_message(f"LiveCodeBench {version}", wanted,
+                                                                  LIVECODEBENCH.name, data_dir, elsewhere[:1]))
     try:
         files = [_hub_file(f, data_dir) for f in wanted]
     except (assets.AssetMissing, OSError) as exc:

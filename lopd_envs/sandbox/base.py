@@ -9,6 +9,7 @@ before the program, as hard rlimits the program cannot raise again. Setting them
 
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import os
@@ -294,11 +295,68 @@ def program_size(code: str, files: Mapping[str, str | bytes]) -> int:
     return len(code) + sum(len(content) for content in files.values())
 
 
+#: Run folders are ``lopd-sbx-<pid>-<random>``: the owner's pid tells a later process which ones are stale.
+FOLDER_PREFIX = "lopd-sbx-"
+_swept: set[tuple[int, str]] = set()
+
+
 def new_folder(size: int = 0) -> Path:
-    """An empty run folder (mode 755) for a program of ``size`` bytes: on tmpfs when it is small."""
-    path = Path(tempfile.mkdtemp(prefix="lopd-sbx-", dir=workdir_root() if size <= SMALL_WORKDIR else None))
+    """An empty run folder (mode 755) for a program of ``size`` bytes: on tmpfs when it is small. The first
+    folder a process makes in a place removes the run folders there whose owner is gone."""
+    root = workdir_root() if size <= SMALL_WORKDIR else None
+    home = root or tempfile.gettempdir()
+    if (os.getpid(), home) not in _swept:
+        _swept.add((os.getpid(), home))
+        remove_stale_folders(home)
+    path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-", dir=root))
     os.chmod(path, 0o755)
     return path
+
+
+def _owned_folders(home: str) -> list[tuple[int, str]]:
+    """``(owner pid, path)`` of the run folders in ``home`` (owned by our uid, named with a pid)."""
+    out = []
+    try:
+        names = [n for n in os.listdir(home) if n.startswith(FOLDER_PREFIX)]
+    except OSError:
+        return out
+    for name in names:
+        pid, path = name[len(FOLDER_PREFIX):].split("-", 1)[0], os.path.join(home, name)
+        try:
+            if pid.isdigit() and os.stat(path).st_uid == os.geteuid():
+                out.append((int(pid), path))
+        except OSError:
+            continue
+    return out
+
+
+def remove_stale_folders(home: str) -> list[str]:
+    """Remove the run folders in ``home`` whose owner process is gone (killed, or ended by ``os._exit`` as
+    forked workers do, so its exit hook never ran); the paths removed. A live pid's are left alone."""
+    removed = []
+    for pid, path in _owned_folders(home):
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
+
+
+def _remove_own_folders() -> None:
+    """At exit, after the spares' and sessions' hooks (registered later, so run earlier) have discarded
+    their sandboxes: any run folder of this process still there (a spare whose discard never ran)."""
+    for home in {workdir_root() or tempfile.gettempdir(), tempfile.gettempdir()}:
+        for pid, path in _owned_folders(home):
+            if pid == os.getpid():
+                shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_own_folders)
 
 
 def fill_folder(path: Path, code: str, files: Mapping[str, str | bytes]) -> None:

@@ -16,7 +16,8 @@ still learn of the host, and why it stays: the kernel's version and command line
 by the kernel whatever is mounted, so hiding ``/proc/version`` and ``/proc/cmdline`` would hide nothing);
 the name of its run folder and its slot uid (``/proc/self/mountinfo`` lists the source of every mount and
 the owner of the tmpfs mounts, and ``/proc`` is mounted because interpreters and libraries read it). None
-of them is a secret: the folder name is random and the slot uid owns nothing outside the sandbox.
+of them is a secret: the folder name is the host process's pid and a random suffix, and the slot uid
+owns nothing outside the sandbox.
 
 Memory the rlimits cannot see is capped too: ``/dev/shm`` and ``/tmp`` are their own size-capped tmpfs, a
 seccomp filter (:mod:`.seccomp`) refuses memfd, SysV IPC and sockets, ``RLIMIT_NOFILE`` bounds pipe and

@@ -26,6 +26,10 @@ cap. Two ways, the cheap one where the host allows it:
   the host's own allocations would count against the run while it sat there.
 * v2 (threads of one process cannot sit in different domain cgroups): :meth:`Cgroup.wrap` prefixes the
   command line with ``sh -c 'echo $$ > cgroup.procs; exec ...'`` (an extra exec and the RCU wait).
+
+Nothing is left behind (issue 55): a process's run cgroups live in its own ``lopd-sandbox-<pid>`` folder,
+which its exit removes with whatever is still in it (a warm spare's cgroup included), and a process that
+makes its folder first removes those whose owner pid is gone (killed, or ended by ``os._exit``).
 """
 
 from __future__ import annotations
@@ -91,10 +95,17 @@ def _own_paths() -> dict[str, str]:
     return paths
 
 
+PREFIX = "lopd-sandbox-"
+#: The ``lopd-sandbox-<pid>`` folders this process made (a forked child starts with none: see the fork hook).
+_made: list[Path] = []
+
+
 def _writable_child(base: Path) -> Path | None:
     """``base/lopd-sandbox-<pid>``, created if we may (and removable: tested with a throw-away child);
-    removed again when this process exits."""
-    folder = base / f"lopd-sandbox-{os.getpid()}"
+    removed again, with every run cgroup left in it, when this process exits (:func:`_remove_made`).
+    The folders of owners that are gone (killed, or ended by ``os._exit``) are removed first."""
+    remove_stale(base)
+    folder = base / f"{PREFIX}{os.getpid()}"
     try:
         folder.mkdir(exist_ok=True)
         probe = folder / "probe"
@@ -102,8 +113,78 @@ def _writable_child(base: Path) -> Path | None:
         probe.rmdir()
     except OSError:
         return None
-    atexit.register(_remove_quietly, folder)
+    with _lock:
+        if folder not in _made:
+            _made.append(folder)
     return folder
+
+
+def _owner_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def remove_stale(base: Path) -> list[Path]:
+    """Remove every ``lopd-sandbox-<pid>`` under ``base`` whose process is gone, with what is in it; the
+    folders removed. A live pid (ours, or a reused one) is left alone: never a live owner's folder."""
+    removed = []
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        pid = name[len(PREFIX):]
+        if pid.isdigit() and int(pid) != os.getpid() and _owner_gone(int(pid)) and remove_tree(base / name):
+            removed.append(base / name)
+    return removed
+
+
+def remove_tree(folder: Path, patience: float = 2.0) -> bool:
+    """Remove a cgroup folder and every cgroup below it, deepest first, killing what still runs in each
+    (a process whose host is gone, or a spare the exit got to first); True once it is gone."""
+    try:
+        children = [folder / n for n in os.listdir(folder) if (folder / n).is_dir()]
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    for child in children:
+        remove_tree(child, patience)
+    kill_until_gone(lambda: _procs(folder), patience=patience)
+    for _ in range(200):
+        try:
+            folder.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:  # still busy for a moment after its last process died
+            time.sleep(0.001)
+    return False
+
+
+def _procs(folder: Path) -> list[int]:
+    try:
+        return [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _remove_made() -> None:
+    """At exit: every cgroup folder this process made, with the run cgroups still in it. Registered when
+    this module is imported, so it runs after the spares' and sessions' own exit hooks (atexit runs the
+    last registered first), which kill and reap their sandboxes; what is left is killed here."""
+    with _lock:
+        folders, _made[:] = list(_made), []
+    for folder in folders:
+        remove_tree(folder, patience=0.5)
+
+
+atexit.register(_remove_made)
 
 
 def _remove_quietly(folder: Path) -> None:
@@ -320,6 +401,8 @@ def _after_fork_in_child() -> None:
     held at the fork would stay held forever, so it is replaced too)."""
     global _helper, _lock
     _helper, _lock = None, threading.Lock()
+    _made.clear()  # the parent's folders stay the parent's; the child makes (and removes) its own
+    layout.cache_clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -363,5 +446,12 @@ def create(memory: int, processes: int) -> Cgroup | None:
         return None
     try:
         return Cgroup(where, memory, processes)
+    except FileNotFoundError:  # our folder was removed under us (a sweep from another namespace): make it again
+        layout.cache_clear()
+        where = layout()
+        try:
+            return Cgroup(where, memory, processes) if where is not None else None
+        except OSError:
+            return None
     except OSError:
         return None

@@ -137,6 +137,7 @@ class SpareStock:
         self._paused = False
         self._ready: dict[Hashable, deque[Spare]] = {}
         self._starting: dict[Hashable, int] = {}
+        self._discarding = 0  # stale spares queued for discard on the background thread
         self._cond = threading.Condition()
         self.failures = 0  # consecutive failed starts: refilling pauses after a few (cold runs report why)
         _STOCKS.add(self)
@@ -170,9 +171,19 @@ class SpareStock:
                     stale.append(spare)
             if found is not None and found.run.uid is not None:
                 WAITING_UIDS.discard(found.run.uid)
+            self._discarding += len(stale)
         for spare in stale:
-            _BACKGROUND.submit(spare.discard)
+            _BACKGROUND.submit(lambda spare=spare: self._discard(spare))
         return found
+
+    def _discard(self, spare: Spare) -> None:
+        """A stale spare's discard, counted until it is over (:meth:`close` waits for it)."""
+        try:
+            spare.discard()
+        finally:
+            with self._cond:
+                self._discarding -= 1
+                self._cond.notify_all()
 
     def refill(self, key: Hashable, start: Callable[[], Spare]) -> None:
         """Queue starts (with ``start``) until ``key`` has :attr:`size` spares ready or starting. Called once
@@ -194,14 +205,17 @@ class SpareStock:
         except Exception:  # noqa: BLE001 - the next cold run meets (and reports) the same failure
             pass
         with self._cond:
-            self._starting[key] -= 1
-            self.failures = 0 if spare is not None else self.failures + 1
             keep = spare is not None and self.size > 0
             if keep:
                 self._ready.setdefault(key, deque()).append(spare)
-            self._cond.notify_all()
-        if spare is not None and not keep:
-            spare.discard()
+        try:
+            if spare is not None and not keep:  # before the count drops: close() returns only once it is gone
+                spare.discard()
+        finally:
+            with self._cond:
+                self._starting[key] -= 1
+                self.failures = 0 if spare is not None else self.failures + 1
+                self._cond.notify_all()
 
     def settle(self, timeout: float = 30.0) -> bool:
         """Wait until no spare is being started (benchmarks time runs apart from the refills)."""
@@ -213,10 +227,12 @@ class SpareStock:
             return sum(len(ready) for ready in self._ready.values())
 
     def close(self) -> None:
-        """Kill and reap every spare, waiting for those being started; the stock refills on the next run."""
+        """Kill and reap every spare, waiting for those being started or discarded on the background thread
+        (a start that ends after close() returned left its folder and cgroup behind when the process exited
+        next); the stock refills on the next run."""
         with self._cond:
             self._paused = True
-            self._cond.wait_for(lambda: not any(self._starting.values()), 30.0)
+            self._cond.wait_for(lambda: not any(self._starting.values()) and not self._discarding, 30.0)
             spares = [spare for ready in self._ready.values() for spare in ready]
             self._ready.clear()
             self._paused = False
@@ -236,6 +252,7 @@ class SpareStock:
                         pass
         self._ready.clear()  # in place: the finalizer holds this dict
         self._starting = {}
+        self._discarding = 0
         WAITING_UIDS.clear()
 
 
@@ -292,9 +309,12 @@ def drain(timeout: float = 30.0) -> bool:
 
 
 def close_all() -> None:
-    """Kill and reap every spare of this process (at exit; tests that count processes call it too)."""
+    """Kill and reap every spare of this process (at exit; tests that count processes call it too), then
+    wait for the discards already queued (a collected stock's): the background thread is a daemon, so at
+    exit whatever it has not done yet is never done."""
     for stock in list(_STOCKS):
         stock.close()
+    _BACKGROUND.drain(10.0)
 
 
 def _after_fork_in_child() -> None:

@@ -114,16 +114,18 @@ def test_openai_gives_up_with_an_error_reply_not_a_score():
 
 
 def test_openai_a_refused_request_is_an_error_unless_it_is_a_tools_refusal_in_auto_mode():
+    # a refused key fails every request alike: the run stops (not one error record per task)
     with FakeServer(script=[(401, {"error": {"message": "bad key"}})]) as server:
         b = backends.OpenAIBackend(server.url, "m", tool_mode="auto")
-        reply = _ask(b, TOOL)
+        with pytest.raises(backends.BackendError, match="HTTP 401: bad key"):
+            _ask(b, TOOL)
         b.close()
-    assert reply.error == "HTTP 401: bad key" and len(server.requests) == 1  # not retried, no fallback
+    assert len(server.requests) == 1  # not retried, no fallback
     with FakeServer(reject_tools=True) as server:
         b = backends.OpenAIBackend(server.url, "m", tool_mode="native")
         reply = _ask(b, TOOL)
         b.close()
-    assert reply.error.startswith("HTTP 400") and b.describe()["text_fallbacks"] == 0
+    assert reply.error == f"{b.url}: HTTP 400: tools are not supported" and b.describe()["text_fallbacks"] == 0
 
 
 def test_openai_auto_mode_falls_back_per_request_and_reports_it(caplog):

@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import inspect
 import json
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -31,9 +32,11 @@ from lopd_train.evaluation import leaderboards, report
 from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
                                             sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
-from lopd_train.evaluation.records import RecordWriter, read_records, record_key
+from lopd_train.evaluation.records import RecordWriter, read_records, record_key, settled
 from lopd_train.evaluation.selection import SelectionError, plan
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -162,7 +165,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         if changed:
             raise ValueError(f"--resume with different settings ({sorted(changed)}) would mix two runs' records")
     saved.write_text(json.dumps(settings, indent=2))
-    done = {record_key(r) for r in read_records(records_path, repair=True)}
+    done = {record_key(r) for r in settled(read_records(records_path, repair=True))[0]}  # errors run again
     spec = resolve_model(cfg.model, cfg.adapter)
     t0 = time.time()
     backend = make_backend(cfg, spec)
@@ -180,6 +183,10 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     results = summarise(cfg, spec, backend_info, env_info, read_records(records_path))
     results["timings"] = {"model_load_seconds": round(load_seconds, 3), "total_seconds": round(time.time() - t0, 3),
                           **{f"{e}_seconds": round(v["seconds"], 3) for e, v in env_info.items()}}
+    failed = sum(e.get("n_errors", 0) for e in results["envs"].values())
+    if failed:
+        log.warning("%d record(s) not scored: the server's reply was unusable (each record's 'error' says why); "
+                    "run again with --resume to retry them", failed)
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     (out / "results.md").write_text(report.markdown(results))
     report.plot(results, out / "results.png")
@@ -264,11 +271,13 @@ def summarise(cfg: EvalConfig, spec: ModelSpec, backend_info: dict[str, Any], en
     except Exception:  # noqa: BLE001 - a hash we cannot take is reported as None, not a failure
         pass
     envs = {}
+    good, errors = settled(records)
     for env_id, info in env_info.items():
-        recs = sorted((r for r in records if r["env"] == env_id), key=lambda r: (r["order"], r["sample"]))
+        recs = sorted((r for r in good if r["env"] == env_id), key=lambda r: (r["order"], r["sample"]))
         ran = sorted({str(r["score"]["backend"]) for r in recs if isinstance(r.get("score"), dict)
                       and r["score"].get("backend")})
         envs[env_id] = {**{k: v for k, v in info.items() if k != "seconds"}, "n_records": len(recs),
+                        "n_errors": sum(r["env"] == env_id for r in errors),
                         "sandbox_backends_in_records": ran, "leaderboard": leaderboards.leaderboard(env_id, recs),
                         "mean_reward": sum(r["reward"] for r in recs) / len(recs) if recs else 0.0,
                         "generated_tokens": sum(r.get("generated_tokens", 0) for r in recs)}
@@ -282,6 +291,7 @@ def summarise(cfg: EvalConfig, spec: ModelSpec, backend_info: dict[str, Any], en
 def write_legacy_summary(results: dict[str, Any], records: Sequence[dict[str, Any]], out: Path) -> None:
     """The earlier ``--out FILE`` output: mean reward per env and category, and a chart beside it."""
     summary = []
+    records = settled(records)[0]
     for env_id in results["envs"]:
         recs = [r for r in records if r["env"] == env_id]
         cats: dict[str, list[float]] = {}

@@ -16,15 +16,18 @@ Everything else (resetting envs, stepping them, scoring, records) is the evaluat
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence
 
 from lopd_train import models
+from lopd_train.evaluation import openai_reply
+from lopd_train.evaluation.openai_reply import BadReply
 
 log = logging.getLogger(__name__)
 
@@ -234,15 +237,24 @@ def openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class OpenAIBackend:
     """An OpenAI-compatible ``/chat/completions`` endpoint through the ``openai`` SDK (its retries with
-    exponential backoff on 408/409/429/5xx and connection errors, its timeouts). ``tool_mode``: ``native``
-    (send ``tools=``), ``text`` (our tool prompt in the system message), ``auto`` (native; a request whose
-    ``tools`` the server refuses with 400/422 is sent again with the text prompt, that request alone).
-    Every such fallback is counted, logged and reported by :meth:`describe` (and flagged on the reply), so a
-    run never switches modes silently."""
+    exponential backoff on 408/409/429/5xx and connection errors), its requests concurrent on one event loop.
+    ``tool_mode``: ``native`` (send ``tools=``), ``text`` (our tool prompt in the system message), ``auto``
+    (native; a request whose ``tools`` the server refuses with 400/422 is sent again with the text prompt, that
+    request alone). Every such fallback is counted, logged and reported by :meth:`describe` (and flagged on
+    the reply), so a run never switches modes silently.
+
+    The server is not trusted: ``timeout`` is a deadline for the whole request (retries, headers and the
+    complete body; a server trickling bytes cannot hold a run), a body over
+    :data:`~lopd_train.evaluation.openai_reply.MAX_REPLY_BYTES` is cut off, and the body is parsed by
+    :mod:`~lopd_train.evaluation.openai_reply`. What one request got wrong is that reply's ``error`` (the
+    loop records it and ``--resume`` retries it); what makes every request fail (unreachable server,
+    refused key, unknown model or URL) raises :class:`BackendError` and stops the run."""
 
     name = "openai"
     #: statuses with which a server refuses a request's ``tools`` (and nothing else about it)
     TOOLS_REFUSED = frozenset({400, 422})
+    #: statuses no later request would get past: the run stops instead of recording one error per task
+    FATAL = frozenset({401, 403, 404})
     #: Fields every request sets from the run's settings; ``extra_body`` may not replace them, or the
     #: sampling recorded in results.json would no longer be the one the server used.
     OWN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "seed", "tools"})
@@ -256,6 +268,8 @@ class OpenAIBackend:
             raise BackendError(f'--backend openai needs the openai SDK: pip install "lopd[eval]" ({exc})') from exc
         if tool_mode not in ("auto", "native", "text"):
             raise BackendError(f"tool_mode must be auto, native or text, not {tool_mode!r}")
+        if not (timeout > 0 and math.isfinite(timeout)):
+            raise BackendError(f"the request timeout must be a positive number of seconds, not {timeout!r}")
         clash = sorted(self.OWN_FIELDS & set(extra_body or {}))
         if clash:
             raise BackendError(f"request_extra may not set {clash}: those come from the run's own settings")
@@ -263,14 +277,18 @@ class OpenAIBackend:
         # plain greedy unless the request says repeat_penalty=1.0)
         self.extra_body = dict(extra_body or {})
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.tool_mode, self.max_retries = model, tool_mode, max_retries
-        # a local server needs no key, but the SDK insists on one: a placeholder (sent as the bearer token)
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout,
-                                    max_retries=max_retries)
+        self.model, self.tool_mode, self.max_retries, self.timeout = model, tool_mode, max_retries, timeout
+        # a local server needs no key, but the SDK insists on one: a placeholder (sent as the bearer token).
+        # The SDK's own per-attempt timeout is a backstop; the deadline that holds is _create's.
+        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key", timeout=timeout + 5,
+                                         max_retries=max_retries)
         self._openai = openai
-        self.pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="lopd-openai", daemon=True)
+        self._thread.start()
+        self._slots = asyncio.Semaphore(max(1, concurrency))
         self._lock = threading.Lock()
-        self.counts = {"requests": 0, "retries": 0, "tool_requests": 0, "text_fallbacks": 0}
+        self.counts = {"requests": 0, "retries": 0, "tool_requests": 0, "text_fallbacks": 0, "bad_replies": 0}
 
     def _count(self, **deltas: int) -> None:
         with self._lock:
@@ -278,26 +296,36 @@ class OpenAIBackend:
                 self.counts[key] += n
 
     # one request (the SDK retries it) ----------------------------------------------------------------
-    def _create(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The response as a dict; raises the SDK's ``APIStatusError`` for a status it does not retry,
-        :class:`BackendError` once its retries are spent."""
+    async def _create(self, body: dict[str, Any]) -> Reply:
+        """The reply to one request, under the deadline. Raises the SDK's ``APIStatusError`` for a status it
+        does not retry, :class:`BadReply` for a reply that is late, too large or malformed, and
+        :class:`BackendError` when the server cannot be reached."""
+        import httpx
+
         openai = self._openai
         own = {k: v for k, v in body.items() if k in self.OWN_FIELDS}
         self._count(requests=1)
         try:
-            raw = self.client.chat.completions.with_raw_response.create(**own, extra_body=self.extra_body or None)
+            async with self._slots, asyncio.timeout(self.timeout):  # the deadline starts once a slot is free
+                async with self.client.chat.completions.with_streaming_response.create(
+                        **own, extra_body=self.extra_body or None) as raw:
+                    self._count(retries=int(getattr(raw, "retries_taken", 0) or 0))
+                    data = openai_reply.decode(await _bounded_body(raw))
+        except TimeoutError:
+            raise BadReply(f"no complete reply within the {self.timeout:g} s deadline") from None
         except openai.APIStatusError as exc:
             if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
                 self._count(retries=self.max_retries)
-                raise BackendError(f"{self.url}: gave up after {self.max_retries + 1} attempts "
-                                   f"({_status_text(exc)})") from None
+                raise BadReply(f"gave up after {self.max_retries + 1} attempts ({_status_text(exc)})") from None
             raise
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:  # after the SDK's retries
             self._count(retries=self.max_retries)
-            raise BackendError(f"{self.url}: gave up after {self.max_retries + 1} attempts "
-                               f"({type(exc).__name__}: {exc})") from None
-        self._count(retries=int(getattr(raw, "retries_taken", 0) or 0))
-        return raw.parse().model_dump(exclude_unset=True)
+            raise BackendError(f"{self.url}: cannot reach the server, gave up after {self.max_retries + 1} "
+                               f"attempts ({type(exc).__name__}: {exc})") from None
+        except httpx.HTTPError as exc:  # the connection broke while the body was arriving
+            raise BadReply(f"the reply broke off ({type(exc).__name__}: {exc})") from None
+        text, calls, tokens = openai_reply.parse(data)
+        return Reply(text, tool_calls=calls, tokens=tokens)
 
     def _body(self, conv: Conversation, sampling: Sampling, native: bool) -> dict[str, Any]:
         if native and conv.tools:
@@ -313,24 +341,31 @@ class OpenAIBackend:
             body["tools"] = openai_tools(conv.tools)
         return body
 
-    def _one(self, conv: Conversation, sampling: Sampling) -> Reply:
+    async def _one(self, conv: Conversation, sampling: Sampling) -> Reply:
         native = self.tool_mode != "text" and bool(conv.tools)
         if native:
             self._count(tool_requests=1)
         try:
             try:
-                return _reply_from(self._create(self._body(conv, sampling, native)))
+                return await self._create(self._body(conv, sampling, native))
             except self._openai.APIStatusError as exc:
                 if not (native and self.tool_mode == "auto" and exc.status_code in self.TOOLS_REFUSED):
-                    return Reply("", error=_status_text(exc))
+                    raise
                 self._fallback(exc)
-                reply = _reply_from(self._create(self._body(conv, sampling, False)))
+                reply = await self._create(self._body(conv, sampling, False))
                 reply.text_fallback = True
                 return reply
         except self._openai.APIStatusError as exc:
-            return Reply("", error=_status_text(exc))
-        except BackendError as exc:
-            return Reply("", error=str(exc))
+            if exc.status_code in self.FATAL:
+                raise BackendError(f"{self.url}: {_status_text(exc)}") from None
+            return self._bad(_status_text(exc))
+        except BadReply as exc:
+            return self._bad(str(exc))
+
+    def _bad(self, what: str) -> Reply:
+        """A per-record error naming the server and what was wrong."""
+        self._count(bad_replies=1)
+        return Reply("", error=f"{self.url}: {what}")
 
     def _fallback(self, exc: Exception) -> None:
         self._count(text_fallbacks=1)
@@ -340,8 +375,15 @@ class OpenAIBackend:
                         "backend.text_fallbacks; --tool-mode text skips the native attempt)", self.url,
                         str(exc)[:200])
 
+    async def _all(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
+        replies = await asyncio.gather(*(self._one(c, sampling) for c in batch), return_exceptions=True)
+        for r in replies:
+            if isinstance(r, BaseException):
+                raise r
+        return list(replies)
+
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
-        return list(self.pool.map(lambda c: self._one(c, sampling), batch))
+        return asyncio.run_coroutine_threadsafe(self._all(batch, sampling), self._loop).result()
 
     def describe(self) -> dict[str, Any]:
         counts = dict(self.counts)
@@ -350,39 +392,37 @@ class OpenAIBackend:
                                                  else "partly")
         return {"backend": self.name, "url": self.url, "served_model": self.model, "tool_mode": self.tool_mode,
                 "native_tools": native, **counts, "request_extra": self.extra_body,
+                "deadline_seconds": self.timeout, "max_reply_bytes": openai_reply.MAX_REPLY_BYTES,
                 "openai_sdk": getattr(self._openai, "__version__", "?")}
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True)
-        self.client.close()
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.client.close(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+async def _bounded_body(raw: Any) -> bytes:
+    """The whole body, refused once it passes the reply limit (by its Content-Length, or as it arrives)."""
+    limit = openai_reply.MAX_REPLY_BYTES
+    declared = raw.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BadReply(f"reply of {declared} bytes, over the {limit} byte limit")
+    chunks, size = [], 0
+    async for chunk in raw.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise BadReply(f"reply over the {limit} byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _status_text(exc: Any) -> str:
     """``HTTP <status>: <the server's own message>`` of an SDK status error."""
     body = exc.body if isinstance(getattr(exc, "body", None), dict) else {}
     return f"HTTP {exc.status_code}: {str(body.get('message') or exc.message)[:500]}"
-
-
-def _reply_from(data: dict[str, Any]) -> Reply:
-    """A chat-completions response as a Reply (structured calls kept; arguments decoded when JSON)."""
-    try:
-        msg = data["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        return Reply("", error=f"malformed response: {json.dumps(data)[:300]}")
-    calls = None
-    if msg.get("tool_calls"):
-        calls = []
-        for c in msg["tool_calls"]:
-            fn = c.get("function") or {}
-            args: Any = fn.get("arguments")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args) if args.strip() else {}
-                except ValueError:
-                    pass  # the env turns undecodable arguments into an error observation
-            calls.append({"name": fn.get("name", ""), "arguments": args, "id": c.get("id")})
-    usage = data.get("usage") or {}
-    return Reply(msg.get("content") or "", tool_calls=calls, tokens=int(usage.get("completion_tokens") or 0))
 
 
 def sampling_dict(sampling: Sampling) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Episodes run in lockstep batches: every live episode's conversation goes to the 
 generation, or concurrent requests), then the envs are stepped in parallel threads (code envs spend their
 time in sandboxes, tool envs in their simulators). A conversation that outgrows the token budget answers empty turns (so the env ends and scores it; the
 record is flagged ``overflow``). Structured tool calls (native tool calling) are passed to
-the env as structured assistant messages, text as text; the env parses and scores both.
+the env as structured assistant messages, text as text; the env parses and scores both. A reply the
+backend could not use (a server's malformed, late or oversized answer) ends its episode unscored, with the
+error on the record: the other episodes go on, and ``--resume`` runs that one again.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 
-from lopd_train.evaluation.backends import Backend, BackendError, Conversation, Sampling
+from lopd_train.evaluation.backends import Backend, Conversation, Sampling
 
 
 @dataclass
@@ -38,8 +40,10 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
                       pool: ThreadPoolExecutor) -> list[dict[str, Any]]:
     """One episode per item (``len(items) <= len(envs)``), all in lockstep; returns one record each.
 
-    A backend failure (server gone after its retries) raises :class:`BackendError`: nothing of the batch is
-    recorded, so ``--resume`` redoes it rather than keeping a score the model never earned."""
+    A reply with an ``error`` ends that episode with ``error`` on its record (unscored; ``--resume`` retries
+    it). A backend failure that no request gets past (server gone after its retries) raises
+    :class:`~lopd_train.evaluation.backends.BackendError`: nothing of the batch is recorded, so ``--resume`` redoes it rather than keeping a
+    score the model never earned."""
     t0 = time.time()
     envs = list(envs)[:len(items)]
     starts = list(pool.map(lambda k: envs[k].reset(seed=items[k].seed, options={"task_id": items[k].task_id}),
@@ -47,7 +51,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
     convs = [Conversation(copy.deepcopy(obs), info.get("tools") or [], items[k].seed)
              for k, (obs, info) in enumerate(starts)]
     state = [{"done": False, "reward": 0.0, "info": info, "turns": 0, "truncated": False, "overflow": False,
-              "tokens": 0, "text_fallbacks": 0} for _, info in starts]
+              "tokens": 0, "text_fallbacks": 0, "error": None} for _, info in starts]
     while True:
         live = [k for k, s in enumerate(state) if not s["done"]]
         if not live:
@@ -55,9 +59,10 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
         replies = backend.chat([convs[k] for k in live], sampling)
         actions = {}
         for k, reply in zip(live, replies):
-            if reply.error:
-                raise BackendError(f"{backend.name}: {reply.error}")
             st = state[k]
+            if reply.error:  # this episode ends here, unscored; the others go on
+                st.update(done=True, error=str(reply.error)[:2000])
+                continue
             st["tokens"] += reply.tokens
             st["text_fallbacks"] += reply.text_fallback  # turns sent with the text tool prompt after a refusal
             if reply.overflow:  # no room left to answer: the env scores an empty answer, as the benchmark
@@ -85,7 +90,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
     for k, item in enumerate(items):
         st, info = state[k], state[k]["info"]
         trace = info.get("trace")
-        scored = "score" in info
+        scored = "score" in info and not st["error"]
         records.append({
             "task_id": item.task_id, "sample": item.sample, "seed": item.seed, "order": item.order,
             "category": info.get("category", ""), "reward": st["reward"] if scored else 0.0,
@@ -94,5 +99,6 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
             "text_fallbacks": st["text_fallbacks"],
             "generated_tokens": st["tokens"], "score": _jsonable(info.get("score") or {}),
             "trace": trace.to_dict() if trace is not None else None,
-            "messages": _jsonable(convs[k].messages), "batch_seconds": round(seconds, 3)})
+            "messages": _jsonable(convs[k].messages), "batch_seconds": round(seconds, 3),
+            **({"error": st["error"]} if st["error"] else {})})
     return records

@@ -1,6 +1,7 @@
 """``records.jsonl``: one JSON line per task and sample, append-only and durable.
 
-Each record is written whole, flushed and fsynced before the next, so a ``kill -9`` loses at most the line
+A record whose ``error`` is set (the server's reply was unusable) is not a score: ``--resume`` runs it
+again and :func:`settled` keeps the newer record. Each record is written whole, flushed and fsynced before the next, so a ``kill -9`` loses at most the line
 being written. Reading for ``--resume`` keeps every complete line and cuts a torn last line off the file
 (otherwise the next append would glue a new record onto the fragment and corrupt both).
 """
@@ -15,6 +16,17 @@ from typing import Any, Iterable
 
 def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
     return (record["env"], record["task_id"], int(record["sample"]))
+
+
+def settled(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The last record written for each (env, task, sample), split into those the model earned and those a
+    server error cut short (``error`` set): a resumed run writes a retried record again, after its error."""
+    last: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in records:
+        last.pop(record_key(r), None)  # re-insert, so the order is the order of the settling writes
+        last[record_key(r)] = r
+    good = [r for r in last.values() if not r.get("error")]
+    return good, [r for r in last.values() if r.get("error")]
 
 
 class RecordsError(ValueError):

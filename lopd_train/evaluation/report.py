@@ -95,6 +95,10 @@ def markdown(results: dict[str, Any]) -> str:
              f"{results['samples']} sample(s) per task", "",
              "| env | metric | value | records | note |", "|---|---|---:|---:|---|"]
     lines += [f"| {env} | {metric} | {value:.4f} | {n} | {note} |" for env, metric, value, n, note in rows(results)]
+    errors = {env: res.get("n_errors", 0) for env, res in results["envs"].items() if res.get("n_errors")}
+    if errors:
+        lines += ["", "**Not scored** (the server's reply was unusable; `--resume` retries them): "
+                  + ", ".join(f"{env} {n}" for env, n in errors.items()) + ". The table counts scored records only."]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,128 @@
+"""A chat-completions response body, read as untrusted input: either a well-formed assistant turn or a
+:class:`BadReply` saying what was wrong.
+
+``lopd-eval`` talks to servers it does not control. Their 200 answers are parsed here, field by field,
+instead of trusting the SDK's lenient models: a body that is not JSON, nests deeper than any real
+response, lacks ``choices[0].message`` or gives a field the wrong type is a per-record error, never a
+crash. ``content`` sent as content parts (a list of ``{"type": "text", "text": ...}``, which the OpenAI
+format allows) is the concatenation of its text parts, as the format defines it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Replies (HTTP bodies) larger than this are refused: no real answer to one turn is near it, and a record
+#: must not swallow whatever a server sends. Stated in ``lopd-eval --help`` (``--request-timeout``).
+MAX_REPLY_BYTES = 4 << 20
+#: JSON nested deeper than this is refused (chat-completions responses nest about 6 levels).
+MAX_DEPTH = 64
+
+
+class BadReply(ValueError):
+    """A response the evaluation cannot use; the message says what was wrong with it."""
+
+
+def depth(value: Any) -> int:
+    """Nesting depth of decoded JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(item, dict):
+            stack.extend((v, d + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, d + 1) for v in item)
+    return deepest
+
+
+def decode(body: bytes) -> Any:
+    """The JSON of a response body; :class:`BadReply` for anything else."""
+    if len(body) > MAX_REPLY_BYTES:
+        raise BadReply(f"reply of {len(body)} bytes, over the {MAX_REPLY_BYTES} byte limit")
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise BadReply(f"reply nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise BadReply(f"reply is not JSON ({exc}): {body[:120]!r}") from None
+    if depth(data) > MAX_DEPTH:
+        raise BadReply(f"reply nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _snippet(value: Any) -> str:
+    return json.dumps(value, default=str)[:200]
+
+
+def content_text(content: Any) -> str:
+    """``message.content`` as text: a string as it is, ``None`` as empty, content parts joined."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise BadReply(f"message.content is a {type(content).__name__}, not a string or content parts: "
+                       f"{_snippet(content)}")
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise BadReply(f"message.content holds a part that is not a typed object: {_snippet(part)}")
+        if part["type"] == "text":
+            if not isinstance(part.get("text"), str):
+                raise BadReply(f"message.content has a text part without a string 'text': {_snippet(part)}")
+            texts.append(part["text"])
+    return "".join(texts)  # other part types (refusal, audio, ...) carry no answer text
+
+
+def _arguments(raw: Any) -> Any:
+    """Arguments decoded when they are a JSON string (undecodable ones stay text: the env answers them)."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except (ValueError, RecursionError):
+        return raw
+    return args if depth(args) <= MAX_DEPTH else raw
+
+
+def tool_calls(calls: Any) -> list[dict[str, Any]] | None:
+    """``message.tool_calls`` as ``[{"name", "arguments", "id"}]``; ``None`` when there are none."""
+    if not calls:
+        return None
+    if not isinstance(calls, list):
+        raise BadReply(f"message.tool_calls is not a list: {_snippet(calls)}")
+    out = []
+    for c in calls:
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
+            raise BadReply(f"a tool call without a function name: {_snippet(c)}")
+        args = fn.get("arguments")
+        if args is not None and not isinstance(args, (str, dict)):
+            raise BadReply(f"tool call arguments are neither a JSON string nor an object: {_snippet(c)}")
+        cid = c.get("id")
+        out.append({"name": fn.get("name", ""), "arguments": _arguments(args),
+                    "id": cid if isinstance(cid, str) else None})
+    return out
+
+
+def completion_tokens(usage: Any) -> int:
+    """The server's count of generated tokens; 0 when it gives none or nonsense (it is only reported)."""
+    n = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 31 else 0
+
+
+def parse(data: Any) -> tuple[str, list[dict[str, Any]] | None, int]:
+    """(text, tool calls, generated tokens) of a decoded chat-completions response."""
+    if not isinstance(data, dict):
+        raise BadReply(f"reply is a JSON {type(data).__name__}, not an object: {_snippet(data)}")
+    if "choices" not in data and isinstance(data.get("error"), (dict, str)):
+        err = data["error"]
+        raise BadReply(f"the server answered an error with status 200: "
+                       f"{_snippet(err.get('message', err) if isinstance(err, dict) else err)}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise BadReply(f"reply has no choices[0]: {_snippet(data)}")
+    msg = choices[0].get("message")
+    if not isinstance(msg, dict):
+        raise BadReply(f"choices[0].message is not an object: {_snippet(choices[0])}")
+    return content_text(msg.get("content")), tool_calls(msg.get("tool_calls")), completion_tokens(data.get("usage"))

@@ -201,14 +201,18 @@ def test_file_writes_network_and_host_reads_are_refused(data_dir, scoring, tmp_p
     env.close()
 
 
-def test_hostile_checks_cannot_pass_each_other_or_themselves(data_dir):
-    env = make(data_dir)
+@pytest.mark.parametrize("scoring", ["official", "strict"])
+def test_hostile_checks_cannot_pass_themselves(data_dir, scoring):
+    """Truthy non-bools, a raise and a hang fail. The fourth check sets ``value`` to 999 in the final state:
+    official checks share that state, as the reference's do (issue 55, rule d), so the fifth sees 999 and
+    fails too; strict checks each get their own copy, so the fifth still sees 5."""
+    env = make(data_dir, scoring=scoring)
     env.reset(options={"task_id": "h-checks"})
     env.step(call("set_value", value=5))
     _, reward, terminated, _, info = env.step("Task Completed")
     checks = info["score"]["checks"]
-    assert [c["passed"] for c in checks] == [False, False, False, False, True, False]
-    assert reward == round(1 / 6, 4)
+    assert [c["passed"] for c in checks] == [False, False, False, False, scoring == "strict", False]
+    assert reward == (round(1 / 6, 4) if scoring == "strict" else 0.0)
     assert "did not return a boolean" in checks[0]["error"] and "boom" in checks[2]["error"]
     assert "timed out" in checks[5]["error"]
 
@@ -257,7 +261,7 @@ def test_the_process_backend_needs_an_explicit_opt_in(data_dir):
 
     with pytest.raises(SandboxUnavailable, match="allow_unisolated"):
         make(data_dir, sandbox="process")
-    env = make(data_dir, sandbox="process", allow_unisolated=True)
+    env = make(data_dir, sandbox="process", allow_unisolated=True, scoring="strict")
     env.reset(options={"task_id": "h-checks"})
     env.step(call("set_value", value=5))
     assert env.step("Task Completed")[1] == round(1 / 6, 4)

@@ -5,10 +5,14 @@ without its closing tag fails), the *first* ``<tool_call>{"name", "arguments"}</
 are ignored), and otherwise takes the text after the think block as a message to the user
 (``chat_with_user``); a structured message's first tool call wins over its content; nothing at all is a
 parse failure, and so is an unclosed ``<tool_call>`` or a block without ``"name"`` and ``"arguments"``.
-lopd reads the calls with :func:`lopd_envs.tools.parse_action`; ``official`` mode then applies the official
-block test and keeps only what the official parser would see (Hermes blocks and structured calls; a bare
-JSON object or ``[f(x=1)]`` is text, as upstream) and the first call. ``strict`` accepts every syntax lopd parses and
-runs all the calls of an action in order.
+``official`` mode reads a text action exactly as the reference does (:func:`read_official_text`: LOPD's
+EnvScaler runtime, on that parser): a ``<tool_call>`` block the official pattern does not match is text, so
+the action is a message to the user (a bare JSON object or ``[f(x=1)]`` too), and a ``chat_with_user`` call
+without a string ``content`` ends the episode. ``strict`` reads the calls with
+:func:`lopd_envs.tools.parse_action`, accepts every syntax lopd parses, runs all the calls of an action in
+order, and reports an unmatched block as a parse error and a contentless ``chat_with_user`` as an invalid
+action (the agent can correct either). Structured calls (an API's ``tool_calls``) are read the same way
+in both modes; official mode runs the first.
 """
 
 from __future__ import annotations
@@ -55,12 +59,15 @@ def _official_block(text: str) -> str | None:
 
 @dataclass
 class Action:
-    """``calls`` to run (possibly empty), or ``message`` for the user, or ``error`` (an observation text)."""
+    """``calls`` to run (possibly empty), or ``message`` for the user, or ``error`` (an observation text).
+    ``final``: the action ends the episode and grades it, whatever the mode (official: a ``chat_with_user``
+    call without a string ``content``)."""
 
     calls: list[ToolCall] = field(default_factory=list)
     message: str | None = None
     error: str | None = None
     skipped: int = 0  # calls of the action that official mode does not run
+    final: bool = False
 
 
 def visible_text(text: str) -> str | None:
@@ -87,10 +94,10 @@ def official_block_ok(text: str) -> bool:
 
 
 def read_action(turn: AssistantTurn, strict: bool) -> Action:
+    if not strict and turn.syntax != "structured":
+        return read_official_text(turn.text or "")
     content = visible_text(turn.text or "")
     if turn.parse_error and (strict or turn.syntax in ("hermes", "structured")):
-        return Action(error=PARSE_FAILED)
-    if not strict and turn.syntax == "hermes" and not official_block_ok(turn.text):
         return Action(error=PARSE_FAILED)
     if content is None:
         return Action(error=PARSE_FAILED)
@@ -106,3 +113,42 @@ def read_action(turn: AssistantTurn, strict: bool) -> Action:
     if not content:
         return Action(error=NO_ACTION)
     return Action(message=content)
+
+
+def read_official_text(text: str) -> Action:
+    """A text action as the reference reads it (LOPD's EnvScaler runtime: upstream's ``parse_response`` and
+    ``parse_action``), whatever lopd's own parser made of it. The first ``<tool_call>{...}</tool_call>`` the
+    official pattern matches is the call; when it matches none, the text after the think block is a
+    message to the user, tags and all (rule a: a block with both tags but no ``}`` before the closing tag,
+    text after the JSON, or a JSON array), unless a ``<tool_call>`` is never closed (a parse failure).
+    A ``chat_with_user`` call ends the episode whatever its ``content`` (rule b)."""
+    body = text.strip()
+    end = _think_end(body)
+    if end is None and _THINK_OPEN.search(body):
+        return Action(error=PARSE_FAILED)
+    block = _official_block(body)
+    if block is None:
+        if "<tool_call>" in body and "</tool_call>" not in body:
+            return Action(error=PARSE_FAILED)
+        content = (body[end:] if end is not None else body).strip()
+        return Action(message=content) if content else Action(error=NO_ACTION)
+    try:
+        call = json.loads(block)
+    except (ValueError, RecursionError):
+        return Action(error=PARSE_FAILED)
+    if not isinstance(call, dict) or "name" not in call or "arguments" not in call:
+        return Action(error=PARSE_FAILED)
+    arguments = call["arguments"]
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except (ValueError, RecursionError):
+            return Action(error=NO_ACTION)
+    arguments = arguments or {}
+    name = call["name"]
+    if name == CHAT:
+        said = arguments.get("content") if isinstance(arguments, dict) else None
+        return Action(message=said) if isinstance(said, str) else Action(final=True)
+    if not isinstance(name, str) or not isinstance(arguments, dict):
+        return Action(error=INVALID)
+    return Action(calls=[ToolCall(name, arguments)])

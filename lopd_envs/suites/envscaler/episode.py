@@ -84,9 +84,20 @@ class EnvScalerEpisode(Episode):
         action = read_action(turn, self.strict)
         if action.error is not None:
             return self._error_reaction(turn, action.error)
+        if action.final:  # official: a chat_with_user without a string content ends and grades the episode
+            self.ending = "answered"
+            return self._paired(Reaction([_user("Task finished")], done=True), turn, "(ends the episode)")
         if action.message is not None:
             return self._say(action.message, turn)
         return self._run_calls(turn, action)
+
+    @staticmethod
+    def _paired(reaction: Reaction, turn: AssistantTurn, result: str) -> Reaction:
+        """``reaction`` with one trace result per call lopd's parser read from the turn."""
+        n = len(turn.tool_calls)
+        if n:
+            reaction.results, reaction.errors = [result] * n, [False] * n
+        return reaction
 
     def _error_reaction(self, turn: AssistantTurn, text: str) -> Reaction:
         n = len(turn.tool_calls)
@@ -128,9 +139,11 @@ class EnvScalerEpisode(Episode):
             errors.append(outcome.status != "ok" or outcome.failed)
             if self.ending is not None:
                 break
-        skipped = len(turn.tool_calls) - len(results)
+        n = len(turn.tool_calls)  # the trace pairs results with the calls lopd's parser read from the turn
+        skipped = n - len(results)
         results += [NOT_RUN] * skipped
         errors += [True] * skipped
+        results, errors = (results[:n], errors[:n]) if n else (None, None)
         done = self.ending is not None
         return Reaction(observation, done=done, results=results, errors=errors,
                         error=f"episode ended: {self.ending}" if done else None)
@@ -158,7 +171,7 @@ class EnvScalerEpisode(Episode):
         if self.strict:  # the checks also run against the initial state, to know which held at reset
             final, at_reset = self.worker.check(sc.check_funcs, ("final", "initial"))
         else:
-            final, at_reset = self.worker.check(sc.check_funcs, ("final",))[0], None
+            final, at_reset = self.worker.check(sc.check_funcs, ("final",), shared=True)[0], None
         passed = [v.passed for v in final]
         reward = scoring.official_reward(passed)
         details.update(graded=True, passed=sum(passed), total=len(passed), official_reward=reward,

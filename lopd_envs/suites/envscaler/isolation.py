@@ -123,11 +123,14 @@ class EnvWorker:
             return None
         return reply["state"]
 
-    def check(self, funcs: Sequence[str], states: Sequence[str] = ("final",)) -> list[list[Verdict]]:
+    def check(self, funcs: Sequence[str], states: Sequence[str] = ("final",), shared: bool = False
+              ) -> list[list[Verdict]]:
         """One verdict per check function, in order, for each of ``states`` (``"final"``, ``"initial"``).
-        A dead worker or a malformed reply fails every check (it never passes one)."""
+        ``shared``: the checks of a state see one state object, as the reference's (official grading);
+        otherwise each check gets its own copy. A dead worker or a malformed reply fails every check (it
+        never passes one)."""
         funcs, states = list(funcs), list(states)
-        message = {"op": "check", "funcs": funcs, "states": states, "timeout": self.check_timeout}
+        message = {"op": "check", "funcs": funcs, "states": states, "timeout": self.check_timeout, "shared": shared}
         # The checks run one after another, each under the worker's own deadline, and the sandbox is cleared
         # after each: removing what a check wrote takes no longer than the check took to write it, hence twice
         # the deadline per check. This host deadline is only the net under a wedged worker.

@@ -5,8 +5,8 @@ It is sent as the session program after :data:`lopd_envs.sandbox.session.CHANNEL
 of the episode and answers JSON requests:
 
 * ``create``: build the class from ``code`` as EnvScaler's runner does (exec in a fresh module
-  ``dynamic_env``; ``cls(init_config)`` for a non-empty dict config, else ``cls({})``; on ``TypeError``
-  ``cls()``; then every ``init_config`` key set as an attribute) and keep a deep copy of the state
+  ``dynamic_env``; one deep copy of ``init_config``, passed as ``cls(config)`` for a non-empty dict, else
+  ``cls({})``; on ``TypeError`` ``cls()``; then every key of that same copy set as an attribute) and keep a deep copy of the state
   (``vars(instance)`` without dunder names) as ``initial_state``;
 * ``call``: ``getattr(instance, name)(**arguments)``; the observation is ``str(result)`` (official:
   ``f"{result}"``), capped at ``max_chars``; ``invalid`` when the instance has no such attribute
@@ -14,12 +14,15 @@ of the episode and answers JSON requests:
   when the result is a dict with ``"success": False`` (the convention of EnvScaler's generated methods);
 * ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
 * ``check``: each ``check_func`` source run against the final state and/or the initial state with
-  ``initial_state`` as a global, each in its own forked child with its own deadline, one after another.
+  ``initial_state`` as a global, each in its own forked child with its own deadline, one after another;
+  with ``shared`` (official grading) the checks of a state run in one forked child on one state object,
+  as the reference's do, each still under its own deadline (see ``Episode._shared_checks``).
   A verdict is ``True`` only for a result that is the bool ``True``; a non-bool (even a truthy one) counts
   as failed, as in EnvScaler's ``run_check_function``.
 
 Checks are isolated from each other and from the worker, so that a failing check fails only itself
-(issue 24). Under bubblewrap the worker is its PID namespace's init (``program_is_init``): a check can
+(issue 24; under ``shared`` a check can change the state the later ones see, and nothing more that a
+cleared sandbox and a new child after a failure do not undo). Under bubblewrap the worker is its PID namespace's init (``program_is_init``): a check can
 neither kill nor stop it (an init drops such signals from inside its namespace), nor trace it or open its
 files (it is not dumpable). Before each check every other process of the sandbox is killed and reaped
 (what an earlier check or the environment left running) and ``/tmp`` and ``/dev/shm`` are emptied, so
@@ -88,14 +91,17 @@ class Episode:
         cls = getattr(module, req["class_name"], None)
         if cls is None:
             return {"ok": False, "error": f"Class '{req['class_name']}' not found in provided env_class_code."}
-        config = req.get("init_config")
+        # One copy, handed to the constructor and then set attribute by attribute, as the reference does: a
+        # class that keeps a view of its config (``self.init_config = init_config``) shares its objects with
+        # the attributes, so what a tool changes shows in both (two copies made them drift apart).
+        config = copy.deepcopy(req.get("init_config"))
         try:
             try:
-                instance = cls(copy.deepcopy(config)) if config and isinstance(config, dict) else cls({})
+                instance = cls(config) if config and isinstance(config, dict) else cls({})
             except TypeError:
                 instance = cls()
             if config and isinstance(config, dict):
-                for key, value in copy.deepcopy(config).items():
+                for key, value in config.items():
                     setattr(instance, key, value)
             self.instance = instance
             self.initial = _state(instance)
@@ -133,6 +139,9 @@ class Episode:
         timeout = float(req.get("timeout", 5.0))
         verdicts = []
         for name in req["states"]:
+            if req.get("shared") is True:
+                verdicts += self._shared_checks(req["funcs"], states[name], timeout)
+                continue
             for source in req["funcs"]:
                 _clear_sandbox()
                 started = self._start_check(source, states[name])
@@ -152,31 +161,106 @@ class Episode:
             return {"passed": False, "error": f"could not start the check: {exc}"}
         if pid == 0:  # the child: run one check, report one verdict, never return
             os.close(read_fd)
+            verdict = {"passed": False, "error": "could not start the check"}
             try:
-                _first_to_go()
-                null = os.open(os.devnull, os.O_RDWR)
-                for fd in channel_fds():  # noqa: F821 - defined by the channel prelude
-                    os.close(fd)
-                os.dup2(null, 0)
-                os.dup2(null, 1)
-                namespace = {"__builtins__": builtins, "initial_state": copy.deepcopy(self.initial)}
-                exec(compile(source, "<check_func>", "exec"), namespace)
-                if "check_func" not in namespace:
-                    verdict = {"passed": False, "error": "Function 'check_func' not found."}
-                else:
-                    result = namespace["check_func"](copy.deepcopy(final))
-                    if isinstance(result, bool):
-                        verdict = {"passed": result is True, "error": None}
-                    else:
-                        verdict = {"passed": False, "error": "Function did not return a boolean."}
-            except BaseException as exc:  # noqa: B036
-                verdict = {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
-            try:
-                os.write(write_fd, json.dumps(verdict).encode()[:8000])
+                _enter_check_child()
+                verdict = _run_check(source, self.initial, copy.deepcopy(final))
             finally:
-                os._exit(0)
+                try:
+                    os.write(write_fd, json.dumps(verdict).encode()[:8000])
+                finally:
+                    os._exit(0)
         os.close(write_fd)
         return pid, read_fd
+
+    def _shared_checks(self, funcs, final, timeout):
+        """Official grading: the checks one after another on ONE final-state object, as the reference's
+        ``calculate_reward`` hands the same ``final_state`` to every ``check_func`` (a check that changes it
+        changes what the later ones see). They run in one forked child, which clears the sandbox between
+        them as the worker does between isolated checks, and reports a start mark and then a verdict per
+        check, each under its own deadline. A check that hangs, crashes that child or writes a malformed
+        verdict fails, and the checks after it go on in a new child from an untouched copy of the state."""
+        verdicts = []
+        while len(verdicts) < len(funcs):
+            _clear_sandbox()
+            rest = funcs[len(verdicts):]
+            read_fd, write_fd = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                os.close(read_fd)
+                os.close(write_fd)
+                return verdicts + [{"passed": False, "error": f"could not start the check: {exc}"}] * len(rest)
+            if pid == 0:
+                os.close(read_fd)
+                try:
+                    _enter_check_child()
+                    for k, source in enumerate(rest):
+                        if k:
+                            _clear_sandbox()  # what the previous check left running or wrote is gone
+                        os.write(write_fd, b'{"start": true}\n')
+                        verdict = _run_check(source, self.initial, final)
+                        os.write(write_fd, json.dumps(verdict).encode()[:8000] + b"\n")
+                finally:
+                    os._exit(0)
+            os.close(write_fd)
+            got, error = self._collect_shared(pid, read_fd, len(rest), timeout)
+            verdicts += got
+            if error is not None:
+                verdicts.append({"passed": False, "error": error})
+        _clear_sandbox()
+        return verdicts
+
+    @staticmethod
+    def _collect_shared(pid, read_fd, count, timeout):
+        """The verdicts a shared child reports (each line: a start mark, then the verdict), and why the next
+        one did not come (``None`` once all ``count`` came). Orphans the child's clearing kills are handed to
+        this worker (the init): they are reaped while waiting, so they stop counting against the process cap."""
+        verdicts, buffer, started, error, reaped = [], b"", False, None, False
+        deadline = time.monotonic() + timeout
+        try:
+            while len(verdicts) < count and error is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    error = f"check timed out after {timeout:g} s"
+                    break
+                ready = select.select([read_fd], [], [], min(remaining, 0.005))[0]
+                reaped = _reap_orphans(pid) or reaped
+                if not ready:
+                    continue
+                chunk = os.read(read_fd, 8192)
+                if not chunk:
+                    error = "check crashed without a verdict"
+                    break
+                buffer += chunk
+                while b"\n" in buffer and len(verdicts) < count and error is None:
+                    line, buffer = buffer.split(b"\n", 1)
+                    parsed = _parse_line(line)
+                    if not started:
+                        started = parsed == {"start": True}
+                        error = None if started else "check wrote a malformed verdict"
+                    elif parsed is None or "start" in parsed:
+                        error = "check wrote a malformed verdict"
+                    else:
+                        error_text = parsed.get("error")
+                        verdicts.append({"passed": parsed.get("passed") is True,
+                                         "error": None if error_text is None else str(error_text)[:1000]})
+                        started = False
+                    deadline = time.monotonic() + timeout
+                if len(buffer) > 8192:
+                    error = "check wrote a malformed verdict"
+        finally:
+            os.close(read_fd)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            if not reaped:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+        return verdicts, error
 
     @staticmethod
     def _collect(child, deadline, timeout):
@@ -208,6 +292,53 @@ class Episode:
         if time.monotonic() >= deadline:
             return {"passed": False, "error": f"check timed out after {timeout:g} s"}
         return {"passed": False, "error": "check crashed without a verdict"}
+
+
+def _enter_check_child():
+    """In a check's forked child: first to go on memory, no channel, stdin and stdout on /dev/null."""
+    _first_to_go()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in channel_fds():  # noqa: F821 - defined by the channel prelude
+        os.close(fd)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+
+
+def _run_check(source, initial, final):
+    """One ``check_func`` against ``final`` (a fresh ``initial_state`` copy as its global), as the reference's
+    ``run_check_function``: only the bool ``True`` passes; a raise or a non-bool fails with its reason."""
+    try:
+        namespace = {"__builtins__": builtins, "initial_state": copy.deepcopy(initial)}
+        exec(compile(source, "<check_func>", "exec"), namespace)
+        if "check_func" not in namespace:
+            return {"passed": False, "error": "Function 'check_func' not found."}
+        result = namespace["check_func"](final)
+        if isinstance(result, bool):
+            return {"passed": result is True, "error": None}
+        return {"passed": False, "error": "Function did not return a boolean."}
+    except BaseException as exc:  # noqa: B036
+        return {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+
+
+def _parse_line(line):
+    try:
+        parsed = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _reap_orphans(child):
+    """Reap every exited child (orphans handed to the init included); True when ``child`` was among them."""
+    found = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if pid == 0:
+            return found
+        found = found or pid == child
 
 
 def _first_to_go():

@@ -33,7 +33,7 @@ from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, Op
                                             sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.evaluation.records import RecordWriter, read_records, record_key, settled
-from lopd_train.evaluation.selection import SelectionError, plan
+from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
 
 log = logging.getLogger(__name__)

@@ -310,7 +310,7 @@ class OpenAIBackend:
                 async with self.client.chat.completions.with_streaming_response.create(
                         **own, extra_body=self.extra_body or None) as raw:
                     self._count(retries=int(getattr(raw, "retries_taken", 0) or 0))
-                    data = openai_reply.decode(await _bounded_body(raw))
+                    data = openai_reply.decode(await openai_reply.read_body(raw))
         except TimeoutError:
             raise BadReply(f"no complete reply within the {self.timeout:g} s deadline") from None
         except openai.APIStatusError as exc:
@@ -402,21 +402,6 @@ class OpenAIBackend:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
-
-
-async def _bounded_body(raw: Any) -> bytes:
-    """The whole body, refused once it passes the reply limit (by its Content-Length, or as it arrives)."""
-    limit = openai_reply.MAX_REPLY_BYTES
-    declared = raw.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise BadReply(f"reply of {declared} bytes, over the {limit} byte limit")
-    chunks, size = [], 0
-    async for chunk in raw.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise BadReply(f"reply over the {limit} byte limit")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _status_text(exc: Any) -> str:

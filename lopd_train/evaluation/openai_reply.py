@@ -1,4 +1,4 @@
-"""A chat-completions response body, read as untrusted input: either a well-formed assistant turn or a
+"""A chat-completions response body, read (bounded) and parsed as untrusted input: either a well-formed assistant turn or a
 :class:`BadReply` saying what was wrong.
 
 ``lopd-eval`` talks to servers it does not control. Their 200 answers are parsed here, field by field,
@@ -35,6 +35,21 @@ def depth(value: Any) -> int:
         elif isinstance(item, list):
             stack.extend((v, d + 1) for v in item)
     return deepest
+
+
+async def read_body(raw: Any) -> bytes:
+    """The whole body, refused once it passes the reply limit (by its Content-Length, or as it arrives)."""
+    limit = MAX_REPLY_BYTES
+    declared = raw.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BadReply(f"reply of {declared} bytes, over the {limit} byte limit")
+    chunks, size = [], 0
+    async for chunk in raw.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise BadReply(f"reply over the {limit} byte limit")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def decode(body: bytes) -> Any:

@@ -252,16 +252,14 @@ SAME = ("config", "pool", "samples", "hold_back", "set", "per_task", "bank_from"
 
 def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
     """The composer after ``done`` cold-start steps (its encoder LoRA lives in the policy, its Q-Former and
-    optimisers in the algorithm's state, as a trainer checkpoint keeps them), atomically."""
-    import torch
-
-    tmp = saved / "state.pt.tmp"
+    optimisers in the algorithm's state, as a trainer checkpoint keeps them), atomically, as a trainer
+    checkpoint is written: tensors and plain data (state.safetensors + state.json), never a pickle."""
     from lopd_train import models
+    from lopd_train.training import statefile
 
     lora = models.adapter_state(algo.policy)
-    torch.save({"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
-                "args": {k: getattr(args, k) for k in SAME}}, tmp)
-    tmp.replace(saved / "state.pt")
+    statefile.save(saved / "state", {"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
+                                     "args": {k: getattr(args, k) for k in SAME}})
 
 
 def restore(algo, state: dict) -> None:
@@ -274,14 +272,20 @@ def restore(algo, state: dict) -> None:
 
 
 def load_state(saved: Path, args) -> dict | None:
-    """The saved state, or None (nothing saved yet: start afresh); refuses a state of other arguments."""
-    import torch
+    """The saved state, or None (nothing saved yet: start afresh); refuses a state of other arguments, and a
+    state.pt of the earlier pickle format (reading a pickle can run code)."""
+    from lopd_train.training import statefile
 
-    path = saved / "state.pt"
-    if not path.exists():
+    if not statefile.exists(saved / "state"):
+        if (saved / "state.pt").exists():
+            raise SystemExit(f"--resume: {saved / 'state.pt'} is of the earlier pickle format, which is no longer "
+                             "read (loading a pickle can run code); rerun without --resume to start afresh")
         print(f"--resume: nothing saved in {saved}; starting afresh", flush=True)
         return None
-    state = torch.load(path, weights_only=False)
+    try:
+        state = statefile.load(saved / "state")
+    except statefile.StateFileError as exc:
+        raise SystemExit(f"--resume: {exc}; rerun without --resume to start afresh") from None
     differ = {k: (v, getattr(args, k)) for k, v in state["args"].items() if v != getattr(args, k)}
     if differ:
         raise SystemExit(f"--resume: the saved state was made with other arguments {differ} (saved, now); "

@@ -8,6 +8,8 @@ over the file; choices are checked before anything is loaded.
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import json
 import logging
 import os
@@ -41,12 +43,61 @@ ascent. A cold-start phase first fits the composer on successful trajectories (-
 """
 
 
+class UsageError(SystemExit):
+    """A user's mistake on the command line (a bad option or value, a missing file, a locked folder): the
+    command prints its one-line message and exits 2. ``str()`` is the message, ``code`` 2. Anything else that
+    goes wrong stays a traceback: a bug must show where it is."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2
+
+
+def one_line_errors(main):
+    """The command's user errors (:class:`UsageError`) printed as their one line on stderr, exit status 2."""
+    @functools.wraps(main)
+    def run(argv=None):
+        try:
+            return main(argv)
+        except UsageError as exc:
+            print(str(exc), file=sys.stderr)
+            raise
+    return run
+
+
+def one_line_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """argparse's own errors (unknown option, bad choice, missing value) as one line, not usage + error."""
+    def error(message: str):
+        raise UsageError(f"{parser.prog}: error: {message} (see {parser.prog} --help)")
+    parser.error = error
+    return parser
+
+
+def run_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions of ``lopd-train`` that are a user's mistake about a setting or a file, each with its
+    remedy (everything else is a bug and stays a traceback)."""
+    from lopd_envs.trace import TraceError
+    from lopd_train.algorithms.lopd import ColdStartError
+    from lopd_train.evaluation.records import RecordsError
+    from lopd_train.experience.bank import BankFileError
+    from lopd_train.training.errors import RunError
+    from lopd_train.training.heldout import StartPointError
+
+    return ColdStartError, BankFileError, TraceError, RecordsError, StartPointError, RunError
+
+
+def no_space(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 def load_config_file(path: str) -> dict[str, Any]:
     """A TOML or JSON file of training settings (keys: the option names), checked against ``TrainConfig``."""
     try:
         return config.load_settings(path, TrainConfig)
     except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+        raise UsageError(f"lopd-train: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"lopd-train: --config {path}: {exc.strerror or exc}") from None
 
 
 def train_parser() -> argparse.ArgumentParser:
@@ -62,7 +113,7 @@ def train_parser() -> argparse.ArgumentParser:
                    "checkpoint (weights, optimisers, beta, bank, RNG, rollout count), with its saved config.json "
                    "under --config and the flags")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    return p
+    return one_line_parser(p)
 
 
 def config_from_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
@@ -77,14 +128,16 @@ def config_from_args(argv: list[str] | None = None) -> tuple[TrainConfig, argpar
             try:
                 base = json.loads(saved.read_text())
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise SystemExit(f"lopd-train: {saved} is not readable JSON ({exc}); restore it or pass the "
+                raise UsageError(f"lopd-train: {saved} is not readable JSON ({exc}); restore it or pass the "
                                  "run's settings with --config") from None
             if not isinstance(base, dict):
-                raise SystemExit(f"lopd-train: {saved} must hold a JSON object of settings")
+                raise UsageError(f"lopd-train: {saved} must hold a JSON object of settings")
     try:
         return config.parse(TrainConfig, parser, argv, base)
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"lopd-train: {exc}") from None
+        raise UsageError(f"lopd-train: {exc}") from None
+    except OSError as exc:  # --config FILE that cannot be read
+        raise UsageError(f"lopd-train: {exc.filename or '--config'}: {exc.strerror or exc}") from None
 
 
 def quiet_known_warnings() -> None:
@@ -92,28 +145,28 @@ def quiet_known_warnings() -> None:
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
+@one_line_errors
 def train_main(argv: list[str] | None = None) -> int:
     cfg, args = config_from_args(argv)
     quiet_known_warnings()
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    from lopd_envs.trace import TraceError
-    from lopd_train.algorithms.lopd import ColdStartError
-    from lopd_train.evaluation.records import RecordsError
-    from lopd_train.experience.bank import BankFileError
     from lopd_train.training import allocator
-    from lopd_train.training.heldout import StartPointError
     from lopd_train.training.trainer import train
 
     try:
         allocator.configure()  # LOPD_MALLOC (training/allocator.py; glibc's defaults unless LOPD_MALLOC=keep)
     except ValueError as e:
-        raise SystemExit(f"lopd-train: {e}") from None
+        raise UsageError(f"lopd-train: {e}") from None
     try:
         result = train(cfg, resume=args.resume)
-    except (ColdStartError, BankFileError, TraceError, RecordsError, StartPointError) as e:
-        # bad settings or files, each with a remedy
-        raise SystemExit(f"lopd-train: {e}") from None
+    except run_errors() as e:  # bad settings or files, a folder in use, a full disk: each with a remedy
+        raise UsageError(f"lopd-train: {e}") from None
+    except OSError as e:
+        if no_space(e):
+            raise UsageError(f"lopd-train: no space left on {e.filename or cfg.output_dir}: free some space and "
+                             "--resume (the last complete checkpoint is kept)") from None
+        raise
     last = result.get("last") or {}
     print(json.dumps({"output_dir": cfg.output_dir, "step": result["step"], "rollouts": result["rollouts"],
                       "reward_mean_last": last.get("reward_mean"), "exported": result["exported"]}))
@@ -140,7 +193,7 @@ def eval_parser() -> argparse.ArgumentParser:
                             "a served model) on lopd envs with each benchmark's own leaderboard aggregation.",
                             EVAL_EPILOG, dict_settings=config.EVAL_JSON)
     p.add_argument("--out", help=argparse.SUPPRESS)  # the earlier single-JSON output, still written when given
-    return p
+    return one_line_parser(p)
 
 
 def eval_config_from_args(argv: list[str] | None = None):
@@ -150,22 +203,28 @@ def eval_config_from_args(argv: list[str] | None = None):
     try:
         cfg, args = config.parse(EvalConfig, parser, argv)
     except (ValueError, TypeError) as exc:
-        raise SystemExit(f"lopd-eval: {exc}") from None
+        raise UsageError(f"lopd-eval: {exc}") from None
+    except OSError as exc:  # --config FILE that cannot be read
+        raise UsageError(f"lopd-eval: {exc.filename or '--config'}: {exc.strerror or exc}") from None
     if args.out and "--output" not in (argv if argv is not None else sys.argv[1:]):
         cfg.output = str(Path(args.out).with_suffix("")) + "-eval"  # the earlier interface: records beside it
     return cfg, args
 
 
+@one_line_errors
 def eval_main(argv: list[str] | None = None) -> int:
     cfg, args = eval_config_from_args(argv)
     quiet_known_warnings()
     from lopd_train import evaluation
     from lopd_train.evaluation.records import RecordsError
+    from lopd_train.training.errors import RunLockedError
+    from lopd_train.training.runlock import FolderLock
 
     try:
-        results = evaluation.run_eval(cfg)
-    except RecordsError as e:  # a damaged records.jsonl on --resume: say which line, leave the file as it is
-        raise SystemExit(f"lopd-eval: {e}") from None
+        with FolderLock(cfg.output, "lopd-eval"):  # one evaluation per output folder
+            results = evaluation.run_eval(cfg)
+    except (RecordsError, RunLockedError) as e:  # a damaged records.jsonl on --resume (which line), a folder in use
+        raise UsageError(f"lopd-eval: {e}") from None
     print(evaluation.report.markdown(results))
     if args.out:
         evaluation.write_legacy_summary(results, evaluation.read_records(Path(cfg.output) / "records.jsonl"),
@@ -200,6 +259,7 @@ def _add_bank_options(p: argparse.ArgumentParser) -> None:
                    f"(also written beside the bank as {HELD_BACK}; default 0)")
 
 
+@one_line_errors
 def bank_main(argv: Sequence[str] | None = None) -> int:
     """``lopd bank build ...`` (the ``lopd`` command finds it through the ``lopd.commands`` entry point: the
     environments' package never imports the trainer). ``argv`` starts with the verb, ``build``."""
@@ -221,7 +281,7 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     from lopd_train.rollout.engine import make_envs, task_ids
     from lopd_train.training.heldout import disjoint_task_pools
 
-    p = bank_parser()
+    p = one_line_parser(bank_parser())
     _add_bank_options(p)
     args, rest = p.parse_known_args(argv)
     if args.samples < 1:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -471,6 +472,70 @@ EVAL_JSON = ("env_kwargs", "request_extra")  # dict settings: JSON on the comman
 # ------------------------------------------------------------------------------------------ the machinery
 
 
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting accepts: between ``low`` and ``high`` (None: unbounded), each end included
+    unless ``open_low``/``open_high``; floats must also be finite."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+
+    def holds(self, v: float) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        if self.low is not None and (v <= self.low if self.open_low else v < self.low):
+            return False
+        return self.high is None or (v < self.high if self.open_high else v <= self.high)
+
+    def __str__(self) -> str:
+        def num(x: float) -> str:
+            return str(int(x)) if float(x).is_integer() else repr(x)
+
+        lo = None if self.low is None else f"{'above' if self.open_low else 'at least'} {num(self.low)}"
+        hi = None if self.high is None else f"{'below' if self.open_high else 'at most'} {num(self.high)}"
+        return " and ".join(x for x in (lo, hi) if x) or "a finite number"
+
+
+AT_LEAST_1, AT_LEAST_0, POSITIVE = Range(1), Range(0), Range(0, open_low=True)
+FRACTION = Range(0, 1)  # a probability or share, both ends included
+#: the range of every numeric setting of both commands (a test checks none is missing): refused when the config
+#: is built, before any model or data loads, naming the setting, the value and the range
+RANGES: dict[str, Range] = {
+    # lopd-train
+    "max_turns": AT_LEAST_1, "lora_r": AT_LEAST_1, "lora_alpha": POSITIVE, "composer_lora_r": AT_LEAST_1,
+    "composer_lora_alpha": POSITIVE, "score_batch": AT_LEAST_1, "steps": AT_LEAST_0, "tasks_per_step": AT_LEAST_1,
+    "group_size": AT_LEAST_1, "lr": POSITIVE, "weight_decay": AT_LEAST_0, "max_grad_norm": POSITIVE,
+    "minibatches": AT_LEAST_1, "max_new_tokens": AT_LEAST_1, "temperature": AT_LEAST_0, "top_k": AT_LEAST_0,
+    "top_p": Range(0, 1, open_low=True), "max_sequence_tokens": AT_LEAST_1, "top_j": AT_LEAST_1,
+    "num_latents": AT_LEAST_1, "top_m": AT_LEAST_1, "margin": Range(), "beta_init": AT_LEAST_0,
+    "beta_lr": AT_LEAST_0, "anchor_coef": AT_LEAST_0, "composer_lr": POSITIVE, "perceiver_depth": AT_LEAST_1,
+    "qformer_dim": AT_LEAST_1, "qformer_layers": AT_LEAST_1, "qformer_heads": AT_LEAST_1,
+    "experience_tokens": AT_LEAST_1, "bank_samples": AT_LEAST_1, "cold_start_steps": AT_LEAST_0,
+    "cold_start_batch_size": AT_LEAST_1, "cold_start_lr": POSITIVE, "cold_start_compressor_clip": POSITIVE,
+    "cold_start_lora_clip": POSITIVE, "cold_start_save_every": AT_LEAST_0, "cold_start_min_successes": AT_LEAST_0,
+    "cold_start_max_batches": AT_LEAST_0, "probe_every": AT_LEAST_0, "beta_max": AT_LEAST_0,
+    "pig_every": AT_LEAST_0, "pig_trajectories": AT_LEAST_0, "pig_per_task": AT_LEAST_1, "ema_decay": FRACTION,
+    "skill_tokens": AT_LEAST_1, "importance_clip": POSITIVE, "grpo_kl_coef": AT_LEAST_0,
+    "clip_low": Range(0, 1, open_high=True), "clip_high": AT_LEAST_0, "eval_every_rollouts": AT_LEAST_0,
+    "eval_batch_size": AT_LEAST_1, "rollout_budget": AT_LEAST_0, "seed": Range(0, 2**32 - 1),
+    "save_every": AT_LEAST_1, "keep_checkpoints": AT_LEAST_1, "rollout_table_every": AT_LEAST_0,
+    "vllm_gpu_memory_utilization": Range(0, 1, open_low=True), "env_workers": AT_LEAST_1, "threads": AT_LEAST_0,
+    # lopd-eval
+    "limit": AT_LEAST_1, "samples": AT_LEAST_1, "batch_size": AT_LEAST_1, "concurrency": AT_LEAST_1,
+    "request_timeout": POSITIVE, "max_retries": AT_LEAST_0,
+}
+
+
+def check_range(name: str, v: Any) -> None:
+    """Refuse a numeric setting outside its :data:`RANGES` entry, naming the setting, the value and the range."""
+    rng = RANGES.get(name)
+    if rng is not None and v is not None and not isinstance(v, bool) and not rng.holds(v):
+        finite = "" if not isinstance(v, float) or math.isfinite(v) else ", a finite number"
+        raise ValueError(f"{name} = {v!r} is out of range: it must be {rng}{finite}")
+
+
 def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -502,7 +567,8 @@ def normalise(obj: Any, json_text: Sequence[str] = (), json_dict: Sequence[str] 
 
 def check_values(obj: Any) -> None:
     """Every ``Literal`` setting holds one of its values, and numbers, flags and text have their types (a value
-    from a file is not converted by argparse): a ``ValueError`` naming the setting and what it accepts."""
+    from a file is not converted by argparse) and their ranges (:data:`RANGES`): a ``ValueError`` naming the
+    setting and what it accepts."""
     for name, typ in field_types(type(obj)).items():
         v = getattr(obj, name)
         options = typing.get_args(typ) if typing.get_origin(typ) is Literal else None
@@ -517,6 +583,7 @@ def check_values(obj: Any) -> None:
             allowed += (int,)
         if not isinstance(v, allowed) or (isinstance(v, bool) and bool not in allowed):
             raise ValueError(f"{name} must be {' or '.join(t.__name__ for t in allowed)}, got {v!r}")
+        check_range(name, v)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

@@ -10,6 +10,7 @@ import math
 import pytest
 
 from lopd_train.algorithms import ALGORITHMS
+from lopd_train.training import statefile
 from lopd_train.training.trainer import train
 from tests.test_train_trainer import rows, tiny_cfg
 
@@ -40,7 +41,7 @@ def test_every_baseline_trains_through_the_same_loop_and_resumes(tmp_path, algo)
     assert all(math.isfinite(x["grad_norm"]) for x in train_rows)
     state = json.loads((tmp_path / "checkpoints" / "step-000002" / "state.json").read_text())
     assert state["algo"] == algo and state["rollouts"] == 8
-    blob = torch.load(tmp_path / "checkpoints" / "step-000002" / "trainer.pt", weights_only=False)
+    blob = statefile.load(tmp_path / "checkpoints" / "step-000002" / "trainer")
     lora_b = [v for k, v in blob["lora"].items() if "lora_B" in k and ".student." in k]
     if algo == "vanilla":  # never updated: LoRA B still at its zero init
         assert lora_b and all(torch.count_nonzero(v) == 0 for v in lora_b)

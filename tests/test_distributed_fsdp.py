@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.training import distributed
+from lopd_train.training import distributed, statefile
 from tests.test_distributed import accelerate_available, launch_runs, ranks
 
 FSDP_ENV = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
@@ -241,8 +241,8 @@ def test_fsdp_two_ranks_agree_and_match_ddp(tmp_path):
 
         # the checkpoint files are the DDP run's, key for key (resume and export read them)
         step = "checkpoints/step-000003"
-        dt = torch.load(tmp_path / "ddp" / name / step / "trainer.pt", weights_only=False)
-        ft = torch.load(tmp_path / "fsdp" / name / step / "trainer.pt", weights_only=False)
+        dt = statefile.load(tmp_path / "ddp" / name / step / "trainer")
+        ft = statefile.load(tmp_path / "fsdp" / name / step / "trainer")
         assert dt.keys() == ft.keys() and dt["lora"].keys() == ft["lora"].keys()
         assert all(type(ft["lora"][k]) is torch.Tensor and ft["lora"][k].shape == dt["lora"][k].shape
                    for k in dt["lora"])

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_train.training import statefile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def test_a_killed_pig_run_resumes_where_it_stopped(script, tmp_path):
     part = tmp_path / "part"
     first = run(script, cfg, part, "0,2")  # "killed" after 2 steps: its state holds the composer there
     assert [r["cold_start_steps"] for r in first["cold_start"]] == [0, 2]
-    saved = torch.load(part / "state" / "state.pt", weights_only=False)
+    saved = statefile.load(part / "state" / "state")
     assert saved["done"] == 2
     resumed = run(script, cfg, part, "0,2,4", "--resume")
     assert resumed["bank"] == first["bank"] and resumed["held_back"] == first["held_back"]
@@ -77,7 +78,7 @@ def test_a_killed_pig_run_resumes_where_it_stopped(script, tmp_path):
     # each start's software, with the cold-start steps it started from
     assert [s["cold_start_steps"] for s in resumed["software"]] == [0, 2]
     assert resumed["software"][0]["packages"]["torch"] == torch.__version__
-    after = torch.load(part / "state" / "state.pt", weights_only=False)
+    after = statefile.load(part / "state" / "state")
     assert after["done"] == 4
     moved = max(float((after["lora"][n] - saved["lora"][n]).abs().max()) for n in saved["lora"])
     assert moved > 0  # the two steps after the resume trained the composer it restored

@@ -80,8 +80,9 @@ def test_failures_are_kept_only_when_asked_and_old_banks_still_open(tmp_path):
     db.execute("CREATE TABLE experiences (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT UNIQUE NOT NULL, env_id TEXT "
                "NOT NULL, task_id TEXT NOT NULL, task TEXT NOT NULL, text TEXT NOT NULL, reward REAL NOT NULL, "
                "rollout INTEGER NOT NULL, trace TEXT NOT NULL)")
+    tr = trace("t", "x", "y")  # a row as lopd wrote it: its key the digest of its content, its text the trace's
     db.execute("INSERT INTO experiences (key, env_id, task_id, task, text, reward, rollout, trace) VALUES "
-               "('k', 'e', 't', 'x', 'y', 1.0, 0, ?)", (trace("t", "x", "y").to_json(),))
+               "(?, 'e', 't', 'x', ?, 1.0, 0, ?)", (trace_key(tr), tr.render(), tr.to_json()))
     db.commit()
     db.close()
     assert bank.merge_from(old) == 1 and ExperienceBank(old).all()[0].success is True

@@ -19,6 +19,7 @@ import torch
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import ExperienceBank
+from lopd_train.training import statefile
 from lopd_train.training.trainer import Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +84,8 @@ def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos
     assert (out / "checkpoints" / "step-000002" / "student_adapter" / "adapter_config.json").exists()
     # resume to a longer run: it continues at step 3 with the saved beta, counts and bank
     more = train(tiny_cfg(out, env="lopd/HumanEvalPlus-v0", category="plus", tasks=",".join(HE_TASKS),
-                          init_bank=str(humaneval_demos), steps=3, export=True), resume=True)
+                          init_bank=str(humaneval_demos), steps=3, export=True, cold_start_min_successes=3),
+                 resume=True)
     assert more["step"] == 3 and more["rollouts"] == 12
     r = [x for x in rows(out) if x["phase"] == "train"]
     assert [x["step"] for x in r] == [1, 2, 3]
@@ -97,19 +99,21 @@ def test_lopd_end_to_end_on_humaneval_plus_with_resume(tmp_path, humaneval_demos
 
 
 def test_resume_continues_exactly(tmp_path):
+    # probe_every=1: the probe NLL is logged at every step, so the shorter first run's last step (which logs
+    # it as its final step) logs what the straight run logs there
     straight = tiny_cfg(tmp_path / "a", env="lopd-test/Coin-v0", category="all", steps=2, export=False,
-                        tensorboard=False)
+                        tensorboard=False, probe_every=1)
     train(straight)
     train(tiny_cfg(tmp_path / "b", env="lopd-test/Coin-v0", category="all", steps=1, export=False,
-                   tensorboard=False))
+                   tensorboard=False, probe_every=1))
     train(tiny_cfg(tmp_path / "b", env="lopd-test/Coin-v0", category="all", steps=2, export=False,
-                   tensorboard=False), resume=True)
+                   tensorboard=False, probe_every=1), resume=True)
     ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
     drop = ("seconds", "rollout_seconds", "update_seconds")
     assert [{k: v for k, v in x.items() if k not in drop} for x in ra] == \
            [{k: v for k, v in x.items() if k not in drop} for x in rb]
-    wa = torch.load(tmp_path / "a/checkpoints/step-000002/trainer.pt", weights_only=False)
-    wb = torch.load(tmp_path / "b/checkpoints/step-000002/trainer.pt", weights_only=False)
+    wa = statefile.load(tmp_path / "a/checkpoints/step-000002/trainer")
+    wb = statefile.load(tmp_path / "b/checkpoints/step-000002/trainer")
     assert all(torch.equal(wa["lora"][k], wb["lora"][k]) for k in wa["lora"])
     assert wa["algo"]["beta"] == wb["algo"]["beta"]
 
@@ -130,8 +134,8 @@ def test_a_run_started_from_another_runs_cold_start_continues_it_exactly(tmp_pat
     assert [{k: v for k, v in x.items() if k not in drop} for x in ra] == \
            [{k: v for k, v in x.items() if k not in drop} for x in rb]
     assert any("cold_start_nll" in x for x in rb)  # the cold start's record came along
-    wa = torch.load(tmp_path / "a/checkpoints/step-000002/trainer.pt", weights_only=False)
-    wb = torch.load(tmp_path / "b/checkpoints/step-000002/trainer.pt", weights_only=False)
+    wa = statefile.load(tmp_path / "a/checkpoints/step-000002/trainer")
+    wb = statefile.load(tmp_path / "b/checkpoints/step-000002/trainer")
     assert all(torch.equal(wa["lora"][k], wb["lora"][k]) for k in wa["lora"])
     with pytest.raises(ValueError, match="checkpoint of --algo lopd, not grpo"):
         Trainer(tiny_cfg(tmp_path / "c", init_from=str(source), algo="grpo", **kw))

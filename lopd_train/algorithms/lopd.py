@@ -515,13 +515,19 @@ class LOPD(Algorithm):
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:
+        from lopd_train.training import plain
+
         return {**super().state_dict(), "composer": self.composer.kind,
                 "compressor": self.composer.compressor.state_dict(),
                 "snapshot_compressor": self.snapshot.compressor.state_dict(),
                 "composer_opt": self.composer_opt.state_dict(), "cold_start_opt": self.cold_start_opt.state_dict(),
-                "beta": self.beta, "probes": self.probes}  # so a resumed run logs the same probe_teacher_nll
+                "beta": self.beta,
+                # so a resumed run logs the same probe_teacher_nll; plain data, as everything a checkpoint holds
+                "probes": plain.probes_to_plain(self.probes)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        from lopd_train.training import plain
+
         kind = state.get("composer", "qformer")  # checkpoints before --composer held a Q-Former under "qformer"
         if kind != self.composer.kind:
             raise ValueError(f"the checkpoint's composer is a {kind}, this run's --composer is {self.composer.kind}")
@@ -532,5 +538,5 @@ class LOPD(Algorithm):
         if "cold_start_opt" in state:
             self.cold_start_opt.load_state_dict(state["cold_start_opt"])
         self.beta = float(state["beta"])
-        self.probes = list(state.get("probes", []))
+        self.probes = plain.probes_from_plain(state.get("probes", []))
         self._anchor_cache.clear()

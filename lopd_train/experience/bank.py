@@ -103,11 +103,20 @@ def check_bank_file(path: str | Path) -> None:
     _open_bank(Path(path))[0].close()
 
 
-def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
+def read_bank_file(path: str | Path, vocab: int | None = None) -> tuple[list[tuple], list[tuple]]:
     """Every row of a bank file (the columns ``ExperienceBank.add`` writes, in order) and its meta rows,
-    read-only and checked: each row's fields have their types and its trace reads back as a
-    :class:`~lopd_envs.trace.Trace` of the row's env and task, so a corrupt bank is refused whole with the
-    row named, never merged in part nor discovered later inside a cold start."""
+    read-only and checked (:func:`read_bank_rows`), so a corrupt bank is refused whole with the row named,
+    never merged in part nor discovered later inside a cold start."""
+    rows, meta, _ = read_bank_rows(path, vocab)
+    return [r[1:] for r in rows], meta
+
+
+def read_bank_rows(path: str | Path, vocab: int | None = None) -> tuple[list[tuple], list[tuple], int]:
+    """A bank file's rows with their ids, its meta rows and its next-id counter, read-only and checked for
+    shape and content: each row's fields have their types; its key is the digest of its env, task and text and
+    its text the rendering of its trace (an altered row is refused, not silently kept under its old key); its
+    trace reads back as a :class:`~lopd_envs.trace.Trace` of the row's env and task; and with ``vocab`` (the
+    tokenizer's size) the token ids the trace carries are ids of that tokenizer. Errors name the file and row."""
     from lopd_envs.trace import Trace, TraceError, parse_trace_lines
 
     path = Path(path)
@@ -118,6 +127,8 @@ def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
                            "FROM experiences ORDER BY id").fetchall()
         has_meta = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
         meta = src.execute("SELECT name, value FROM meta").fetchall() if has_meta else []
+        has_seq = src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name='sqlite_sequence'").fetchone()
+        seq = src.execute("SELECT seq FROM sqlite_sequence WHERE name='experiences'").fetchone() if has_seq else None
     except sqlite3.Error as exc:
         raise BankFileError(f"{path}: cannot read the bank (SQLite: {exc})") from None
     finally:
@@ -137,15 +148,47 @@ def read_bank_file(path: str | Path) -> tuple[list[tuple], list[tuple]]:
             raise BankFileError(f"{where}: its trace cannot be read ({exc})") from None
         if (t.env_id, t.task_id) != (env_id, task_id):
             raise BankFileError(f"{where}: its trace is of {t.env_id}/{t.task_id}, the row says {env_id}/{task_id}")
+        if key != experience_key(env_id, task_id, text):
+            raise BankFileError(f"{where}: its key is not the digest of its env, task and text (the row was "
+                                "altered after it was written)")
+        if text != t.render():
+            raise BankFileError(f"{where}: its text is not the rendering of its trace (the row was altered after "
+                                "it was written)")
+        if vocab is not None:
+            check_token_ids(t, vocab, where)
     for name, value in meta:
         if name == "provenance":
             _provenance(value, path)
         elif name == "held_back":
             try:
-                parse_trace_lines(str(value).splitlines(), f"{path}: held-back successes")
+                held = parse_trace_lines(str(value).splitlines(), f"{path}: held-back successes")
             except TraceError as exc:
                 raise BankFileError(str(exc)) from None
-    return [r[1:] for r in rows], meta
+            if vocab is not None:
+                for i, t in enumerate(held):
+                    check_token_ids(t, vocab, f"{path}, held-back success {i + 1}")
+    top = max((r[0] for r in rows), default=0)
+    return rows, meta, max(int(seq[0]) if seq and isinstance(seq[0], int) else 0, top)
+
+
+def check_token_ids(trace: Any, vocab: int, where: str) -> None:
+    """The token ids a trace carries (``attach_sequence``: what a cold start replays) are ids of a tokenizer of
+    ``vocab`` tokens, with an action mask of 0/1 as long: an id outside would crash the cold start's embedding
+    lookup far from the file it came from."""
+    from lopd_train.rollout.engine import SEQUENCE_KEY
+
+    seq = trace.metadata.get(SEQUENCE_KEY) if isinstance(trace.metadata, dict) else None
+    if seq is None:
+        return
+    ids, mask = (seq.get("ids"), seq.get("mask")) if isinstance(seq, dict) else (None, None)
+    if not isinstance(ids, list) or not isinstance(mask, list) or len(ids) != len(mask):
+        raise BankFileError(f"{where}: its token sequence must hold lists 'ids' and 'mask' of one length")
+    for i, tok in enumerate(ids):
+        if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok < vocab:
+            raise BankFileError(f"{where}: token id {tok!r:.40} at position {i} is not an id of the tokenizer "
+                                f"(0 to {vocab - 1}); the bank was written with another tokenizer or altered")
+    if any(m not in (0, 1) or isinstance(m, bool) for m in mask):
+        raise BankFileError(f"{where}: its action mask must hold only 0 and 1")
 
 
 def _provenance(value: Any, path: Path) -> dict[str, Any]:
@@ -259,9 +302,31 @@ class ExperienceBank:
         with self._lock:
             self._db.execute("PRAGMA journal_mode=DELETE")
 
-    def merge_from(self, other: str | Path) -> int:
+    def merge_from(self, other: str | Path, vocab: int | None = None) -> int:
         """Insert the experiences of another bank file that this one lacks (by key); returns how many."""
-        return self.insert(*read_bank_file(other))
+        return self.insert(*read_bank_file(other, vocab))
+
+    def restore_from(self, snapshot: str | Path, vocab: int | None = None) -> int:
+        """Make this bank exactly the bank file ``snapshot`` (a checkpoint's): its rows under their ids, its
+        meta, and its next id, in one transaction; returns its size. A resumed run must not keep what the
+        live bank gained after the checkpoint: the steps after it run again and add their experiences again,
+        under the ids the uninterrupted run gave them."""
+        rows, meta, seq = read_bank_rows(snapshot, vocab)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("DELETE FROM experiences")
+                self._db.execute("DELETE FROM meta")
+                self._db.executemany("INSERT INTO experiences (id, key, env_id, task_id, task, text, reward, rollout, "
+                                     "trace, success) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.executemany("INSERT INTO meta (name, value) VALUES (?, ?)", meta)
+                self._db.execute("DELETE FROM sqlite_sequence WHERE name = 'experiences'")
+                self._db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('experiences', ?)", (seq,))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return len(rows)
 
     def insert(self, rows: Sequence[tuple], meta: Sequence[tuple]) -> int:
         """Insert rows and meta as :func:`read_bank_file` returns them (those this bank lacks, by key) in one

@@ -40,7 +40,9 @@ from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import attach_transcript
 from lopd_train.rollout.engine import Trajectory, attach_sequence, make_envs, replay_trace, run_episodes, task_ids
-from lopd_train.training import checkpoints, distributed, software, tracking
+from lopd_train.training import checkpoints, distributed, runrecord, software, tracking
+from lopd_train.training.errors import RunExistsError, RunInputMissing, RunSettingError
+from lopd_train.training.runlock import FolderLock
 
 
 # ----------------------------------------------------------------------------------- small utilities
@@ -84,15 +86,15 @@ def keep_tokens(t: Trajectory, tokenizer) -> None:
     attach_sequence(t)
 
 
-def copy_bank(bank, source: str, held_back_path: Path | None = None) -> int:
+def copy_bank(bank, source: str, held_back_path: Path | None = None, vocab: int | None = None) -> int:
     """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one.
     The successes it held back (``--hold-back``) are written to ``held_back_path`` for the PIG metric."""
     from lopd_train.experience.bank import BankFileError, read_bank_file
 
     path = Path(source)
     if not path.is_file():
-        raise FileNotFoundError(f"--bank {source}: no such file (build one with `lopd bank build`)")
-    rows, meta = read_bank_file(path)  # read-only and checked row by row
+        raise RunInputMissing(f"--bank {source}: no such file (build one with `lopd bank build`)")
+    rows, meta = read_bank_file(path, vocab)  # read-only and checked row by row (token ids against ``vocab``)
     info = dict(meta)
     if "provenance" not in info:
         raise BankFileError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a "
@@ -102,27 +104,84 @@ def copy_bank(bank, source: str, held_back_path: Path | None = None) -> int:
     return bank.insert(rows, meta)
 
 
-def seed_bank(bank, source: str) -> int:
-    """Add the experiences of another bank file, or of a JSONL of traces, to ``bank``."""
+def seed_bank(bank, source: str, vocab: int | None = None) -> int:
+    """Add the experiences of another bank file, or of a JSONL of traces, to ``bank`` (their token ids checked
+    against a tokenizer of ``vocab`` tokens)."""
     from lopd_envs.trace import read_traces
+    from lopd_train.experience.bank import check_token_ids
 
     if str(source).endswith((".sqlite", ".db")):
-        return bank.merge_from(source)
+        return bank.merge_from(source, vocab)
     if not Path(source).is_file():
-        raise FileNotFoundError(f"--init-bank {source}: no such file (a bank .sqlite or a JSONL of traces)")
-    return len(bank.add(read_traces(source)))
+        raise RunInputMissing(f"--init-bank {source}: no such file (a bank .sqlite or a JSONL of traces)")
+    traces = list(read_traces(source))
+    if vocab is not None:
+        for i, t in enumerate(traces):
+            check_token_ids(t, vocab, f"{source}, trace {i + 1}")
+    return len(bank.add(traces))
 
 
 # ----------------------------------------------------------------------------------- the trainer
 
+def run_env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
+    """The ``gym.make`` keyword arguments of the run's training env."""
+    kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
+    if cfg.category:
+        cats = cfg.category.split(",")
+        kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
+    if cfg.data_dir:
+        kwargs.setdefault("data_dir", cfg.data_dir)
+    if cfg.max_turns:
+        kwargs.setdefault("max_turns", cfg.max_turns)
+    return kwargs
+
+
+def check_env(cfg: TrainConfig, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """Build the run's env once before any model loads, so an unknown env id or keyword arguments the env
+    refuses stop the run at once (not after the model has loaded); returns its data provenance. The random
+    generators are left as they were: building an env here changes no number of the run."""
+    import gymnasium
+
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        (env,) = make_envs(cfg.env, 1, **kwargs)
+    except (gymnasium.error.Error, TypeError, ValueError, KeyError, FileNotFoundError) as exc:
+        shown = f" with {json.dumps(kwargs, default=str)}" if kwargs else ""
+        raise RunSettingError(f"--env {cfg.env}{shown}: {str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
+    try:
+        return provenance.of(env) if getattr(env.unwrapped, "provenance", None) is not None else None
+    finally:
+        env.close()
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, resume: bool = False):
-        from lopd_train.algorithms import ALGORITHMS
-
         self.cfg = cfg
         self.dist = distributed.from_environment()  # ranks of `accelerate launch`; LOCAL in a plain run
         self.out = Path(cfg.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
+        # one process per run folder (rank 0 holds it for every rank of a data-parallel run)
+        self.lock = FolderLock(self.out, "lopd-train") if self.dist.is_main else None
+        if self.lock is not None:
+            self.lock.acquire()
+        try:
+            self._build(resume)
+        except BaseException:
+            self.release_lock()
+            raise
+
+    def release_lock(self) -> None:
+        if getattr(self, "lock", None) is not None:
+            self.lock.release()
+
+    def _build(self, resume: bool) -> None:
+        from lopd_train.algorithms import ALGORITHMS
+
+        cfg = self.cfg
         self.ckpt_dir = self.out / "checkpoints"
         self.ckpt_dir.mkdir(exist_ok=True)
         if cfg.threads:
@@ -130,11 +189,19 @@ class Trainer:
         if self.dist.world_size == 1 and torch.get_num_threads() > 1:  # a shared machine says so now
             models.warn_oversubscribed(torch.get_num_threads(), models.busy_cores(), os.cpu_count() or 1)
         if cfg.algo not in ALGORITHMS:
-            raise ValueError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
+            raise RunSettingError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
         latest = checkpoints.latest(self.ckpt_dir)
         if latest is not None and not resume:
-            raise FileExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
-                                  "choose another --output-dir")
+            raise RunExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
+                                 "choose another --output-dir")
+        # what this folder's run is, checked before anything loads: a resume cannot mix two runs
+        self.record = runrecord.saved(self.out) if latest is not None else None
+        if self.record is not None:
+            runrecord.check_settings(self.record, cfg.to_dict(), self.out)
+        env_kwargs = run_env_kwargs(cfg)
+        self.data_provenance = check_env(cfg, env_kwargs) if self.dist.is_main else None
+        if self.record is not None:
+            runrecord.check_data(self.record, self.data_provenance, self.out)
         if latest is None and cfg.init_from:
             latest = checkpoints.fork(self, Path(cfg.init_from))
         self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
@@ -155,6 +222,8 @@ class Trainer:
             adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),
                                                 targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
+        # token ids a bank may carry: the tokenizer's (or the embedding's, where the model pads it)
+        self.vocab = max(len(self.tokenizer), self.policy.get_input_embeddings().num_embeddings)
         self.vllm = self.make_vllm()  # None with --rollout-backend hf
         if cfg.gradient_checkpointing:
             models.enable_gradient_checkpointing(self.policy)
@@ -163,10 +232,10 @@ class Trainer:
             from lopd_train.experience.bank import ExperienceBank
 
             if cfg.bank_mode == "reference" and cfg.init_bank:
-                raise ValueError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank with "
+                raise RunSettingError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank with "
                                  "--bank (lopd bank build) or let the run build one (--bank-samples)")
             if cfg.bank and cfg.bank_mode != "reference":
-                raise ValueError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
+                raise RunSettingError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
             with self.dist.main_first():  # rank 0 creates (and seeds) the one bank file, the others open it
                 if latest is None and self.dist.is_main:  # a run that died before its first checkpoint starts over
                     for stale in self.out.glob("bank.sqlite*"):
@@ -174,11 +243,11 @@ class Trainer:
                 self.bank = ExperienceBank(self.out / "bank.sqlite")
                 if latest is None and self.dist.is_main:
                     if cfg.init_bank:
-                        seed_bank(self.bank, cfg.init_bank)
+                        seed_bank(self.bank, cfg.init_bank, self.vocab)
                     if cfg.bank:
                         from lopd_train.experience.build import HELD_BACK
 
-                        copy_bank(self.bank, cfg.bank, held_back_path=self.out / HELD_BACK)
+                        copy_bank(self.bank, cfg.bank, held_back_path=self.out / HELD_BACK, vocab=self.vocab)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
         self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
@@ -201,20 +270,14 @@ class Trainer:
             self.retriever = Retriever(self.bank, key="instruction" if cfg.bank_mode == "reference" else "trace")
             self.algo.retriever = self.retriever
 
-        env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
-        if cfg.category:
-            cats = cfg.category.split(",")
-            env_kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-        if cfg.data_dir:
-            env_kwargs.setdefault("data_dir", cfg.data_dir)
-        if cfg.max_turns:
-            env_kwargs.setdefault("max_turns", cfg.max_turns)
         self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
         self.algo.attach_env(self.envs[0])  # tasks' privileged data (OPSD's reference answers)
         self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
+            if self.record is None or not (self.out / runrecord.RUN_FILE).is_file():  # written once, at the start
+                runrecord.write(self.out, runrecord.record(cfg.to_dict(), self.data_provenance))
             checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
             software.record(self.out, self.step, self.rollouts)  # this start's versions (a resume may differ)
             if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
@@ -579,8 +642,13 @@ class Trainer:
             self.algo.close()
         if getattr(self, "bank", None) is not None:
             self.bank.close()
+        self.release_lock()  # last: the folder is complete
 
 
 
 def train(cfg: TrainConfig, resume: bool = False) -> dict[str, Any]:
-    return Trainer(cfg, resume=resume).run()
+    trainer = Trainer(cfg, resume=resume)
+    try:
+        return trainer.run()
+    finally:
+        trainer.release_lock()  # also when the run fails: the folder is free for its --resume

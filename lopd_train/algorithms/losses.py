@@ -179,15 +179,17 @@ def nll_loss(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor | No
 
 
 def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6,
-                     scale: bool = True) -> torch.Tensor:
-    """GRPO advantages: each reward minus its group's mean, divided by the group's std when ``scale``."""
+                     scale: bool = True, unbiased: bool = False) -> torch.Tensor:
+    """GRPO advantages: each reward minus its group's mean, divided by ``std + eps`` when ``scale``. ``unbiased``:
+    the sample std (Bessel's n - 1, TRL's ``nanstd``; at group size 2 it is sqrt(2) times the population std);
+    else the population std (n). A group of one has advantage 0."""
     adv = torch.empty_like(rewards, dtype=torch.float32)
     for g in groups.unique():
         sel = groups == g
         r = rewards[sel].float()
         centred = r - r.mean()
         if scale:
-            std = r.std(unbiased=False) if r.numel() > 1 else torch.zeros(())
+            std = r.std(unbiased=unbiased) if r.numel() > 1 else torch.zeros(())
             centred = centred / (std + eps)
         adv[sel] = centred
     return adv
@@ -201,6 +203,37 @@ def grpo_clip_loss(logp: torch.Tensor, old_logp: torch.Tensor, advantage: torch.
     adv = advantage.unsqueeze(-1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_low, 1.0 + clip_high) * adv)
     return -masked_mean(surrogate, mask)
+
+
+GRPO_LOSS_TYPES = ("dapo", "bnpo", "grpo", "dr_grpo")
+
+
+def grpo_token_weight(n_rollout_tokens: int, loss_type: str, n_rollouts: int, n_tokens: int,
+                      max_completion_length: int) -> float:
+    """The weight of each token of one rollout (``n_rollout_tokens`` long) in a step's loss over ``n_rollouts``
+    rollouts holding ``n_tokens`` tokens, as TRL's ``GRPOTrainer`` ``loss_type`` aggregates (TRL 1.10.0.dev0,
+    ``trl/trainer/grpo_trainer.py``), so that a step's loss is ``sum_i weight_i · sum_t loss_it`` and can be built
+    one chunk of rollouts at a time:
+
+    * ``dapo`` (TRL's default) and ``bnpo``: ``1 / n_tokens``, a token mean over the step; they differ in TRL only
+      across gradient-accumulation steps and processes, which one optimiser step over one minibatch lacks;
+    * ``grpo``: ``1 / (n_rollout_tokens · n_rollouts)``: each rollout's token mean, then the mean over rollouts;
+    * ``dr_grpo``: ``1 / (n_rollouts · max_completion_length)``, a constant."""
+    if loss_type not in GRPO_LOSS_TYPES:
+        raise ValueError(f"unknown GRPO loss type {loss_type!r}; choose from {GRPO_LOSS_TYPES}")
+    if loss_type == "grpo":
+        return 1.0 / (max(1, n_rollout_tokens) * max(1, n_rollouts))
+    if loss_type == "dr_grpo":
+        return 1.0 / (max(1, n_rollouts) * max(1, int(max_completion_length)))
+    return 1.0 / max(1, n_tokens)
+
+
+def grpo_aggregate(token_losses: list[torch.Tensor], loss_type: str = "dapo",
+                   max_completion_length: int = 1) -> torch.Tensor:
+    """A step's loss from its rollouts' per-token losses (``[T_i]`` each), weighted by :func:`grpo_token_weight`."""
+    n_tokens = sum(x.numel() for x in token_losses)
+    return sum(x.sum() * grpo_token_weight(x.numel(), loss_type, len(token_losses), n_tokens, max_completion_length)
+               for x in token_losses)
 
 
 # ----------------------------------------------------------------------------------- baselines' extra terms
@@ -235,3 +268,92 @@ def importance_weighted_kl(kl: torch.Tensor, student_logp_y: torch.Tensor, sampl
     """Skill-SD's student loss per token: the reverse KL at each position (``kl``, e.g. the bucket KL over the
     teacher's top-M + tail) times its clipped importance weight (:func:`importance_weights`)."""
     return importance_weights(student_logp_y, sampler_logp_y, clip) * kl
+
+
+# ----------------------------------------------------------------------------------- the self-distillation divergences
+#
+# One family covers what the references of the text-context baselines use (issue 56):
+#
+# * SDPO, the authors' code (lasgroup/SDPO 0e6d510, ``verl/trainer/ppo/core_algos.py``
+#   ``compute_self_distillation_loss``): JSD with α = 0.5 over the **student's** top-100 plus a tail bucket, both
+#   distributions at the sampling temperature, times a clipped importance ratio (``is_clip`` 2);
+# * SDFT, TRL 1.10.0.dev0 ``trl/experimental/sdft/loss_utils.py`` (``SDFTConfig``): the same JSD over the student's
+#   top-100, renormalised (``distillation_add_tail=False``), importance clip 2;
+# * OPSD, TRL's OPSD trainer (huggingface/trl PR #5990, ``trl/experimental/opsd/loss_utils.py`` at 55c3a9e16, never
+#   released: TRL folded it into SDFT): forward KL (α = 0) over the full vocabulary with each vocabulary entry's term
+#   clipped at 0.05 before the sum, importance clip 2;
+# * our reverse KL over the teacher's top-M + tail (:func:`reverse_kl_topm`), LOPD's and the v2 baselines' loss.
+#
+# α follows the references' convention: 0 is the forward KL ``KL(p_T || p_S)``, 1 the reverse KL
+# ``KL(p_S || p_T)``, and in between the generalised Jensen-Shannon divergence with the mixture
+# ``m = (1 - α) p_S + α p_T``: ``(1 - α) KL(p_S || m) + α KL(p_T || m)`` (at α = 0.5 bounded by log 2 a token).
+
+DIVERGENCE_SUPPORTS = ("student", "teacher", "full")
+
+
+def divergence_terms(logp_s: torch.Tensor, logp_t: torch.Tensor, alpha: float) -> torch.Tensor:
+    """The per-entry terms ``[..., K]`` of the α-divergence between two log-distributions over the same ``K``
+    entries (tokens or buckets): their sum over the last axis is the divergence (see the section comment).
+
+    The per-entry form is what OPSD clips (:func:`self_distillation_divergence` ``entry_clip``)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"the divergence's alpha must lie in [0, 1], got {alpha}")
+    if alpha == 0.0:
+        return logp_t.exp() * (logp_t - logp_s)
+    if alpha == 1.0:
+        return logp_s.exp() * (logp_s - logp_t)
+    a = torch.tensor(float(alpha), dtype=logp_s.dtype, device=logp_s.device)
+    mix = torch.logsumexp(torch.stack([logp_s + torch.log1p(-a), logp_t + torch.log(a)]), dim=0)
+    return (1.0 - a) * logp_s.exp() * (logp_s - mix) + a * logp_t.exp() * (logp_t - mix)
+
+
+def renormalised(logp: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over a subset renormalised to sum to 1 (a top-k support without its tail)."""
+    return logp - torch.logsumexp(logp, dim=-1, keepdim=True)
+
+
+def self_distillation_divergence(student_logits: torch.Tensor, teacher_logits: torch.Tensor, *, alpha: float,
+                                 top_k: int | None = None, support: str = "student", tail: bool = True,
+                                 entry_clip: float | None = None, temperature: float = 1.0) -> torch.Tensor:
+    """Per-token divergence ``[...]`` between the student's and the teacher's next-token distributions.
+
+    * both logits are divided by ``temperature`` first (the references score at the sampling temperature);
+    * ``support``: ``full`` (every vocabulary entry; ``top_k`` ignored), or the top-``top_k`` ids of the
+      ``student`` (SDPO, SDFT) or the ``teacher`` (LOPD's reverse KL), chosen without gradient; on a top-k support
+      ``tail`` adds one bucket with the rest of each distribution's mass, else the top-k are renormalised;
+    * ``alpha``: 0 forward KL, 1 reverse KL, between the two the generalised JSD (:func:`divergence_terms`);
+    * ``entry_clip``: each entry's term is clipped from above before the sum (OPSD's 0.05).
+
+    Pass detached logits on the side that should get no gradient (the teacher)."""
+    if support not in DIVERGENCE_SUPPORTS:
+        raise ValueError(f"unknown divergence support {support!r}; choose from {DIVERGENCE_SUPPORTS}")
+    t = float(temperature) if temperature and temperature > 0 else 1.0
+    dtype = torch.promote_types(student_logits.dtype, torch.float32)  # fp32 at least (float64 stays)
+    logp_s = torch.log_softmax(student_logits.to(dtype) / t, dim=-1)
+    logp_t = torch.log_softmax(teacher_logits.to(dtype) / t, dim=-1)
+    if support != "full":
+        if top_k is None:
+            raise ValueError("a top-k support needs top_k")
+        index = (logp_s if support == "student" else logp_t).detach().topk(min(int(top_k), logp_s.shape[-1]), -1).indices
+        if tail:
+            logp_s, logp_t = topm_tail_logprobs(logp_s, index), topm_tail_logprobs(logp_t, index)
+        else:
+            logp_s, logp_t = renormalised(logp_s.gather(-1, index)), renormalised(logp_t.gather(-1, index))
+    terms = divergence_terms(logp_s, logp_t, alpha)
+    if entry_clip is not None:
+        terms = terms.clamp(max=float(entry_clip))
+    return terms.sum(-1)
+
+
+def clipped_importance_ratio(student_logp_y: torch.Tensor, old_logp_y: torch.Tensor,
+                             clip: float | None = 2.0) -> torch.Tensor:
+    """The references' per-token importance ratio ``min(exp(clamp(log p_S(y) - log p_old(y), -20, 20)), clip)``,
+    detached (SDPO's ``is_clip``, TRL's ``distillation_is_clip``): weighs each token's divergence by how much more
+    likely the current student makes it than the policy that sampled it, bounded above; ``None``: no weighting
+    (ones)."""
+    if clip is None:
+        return torch.ones_like(student_logp_y)
+    if clip <= 0:
+        raise ValueError(f"the importance-ratio clip must be positive, got {clip}")
+    log_ratio = (student_logp_y.detach() - old_logp_y.detach()).clamp(-20.0, 20.0)
+    return log_ratio.exp().clamp(max=float(clip))

@@ -111,7 +111,8 @@ def train_parser() -> argparse.ArgumentParser:
         + "\nLOPD ablations: --freeze-composer (keep the cold-started composer), --no-use-margin, --margin m\n")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its latest "
                    "checkpoint (weights, optimisers, beta, bank, RNG, rollout count), with its saved config.json "
-                   "under --config and the flags")
+                   "under --config and the flags; settings that define the run (env, algo, model, data, ...) "
+                   "cannot change: only its length, reporting and resources may (run.json)")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     return one_line_parser(p)
 

@@ -148,7 +148,7 @@ def test_a_resume_may_change_what_does_not_define_the_run(run, tmp_path):
 def hold(folder: Path) -> subprocess.Popen:
     """Another process holding the folder's lock, as a running lopd-train does."""
     code = ("import sys, time; from lopd_train.training.runlock import FolderLock; "
-            f"FolderLock({str(folder)!r}, 'lopd-train').acquire(); print('held', flush=True); time.sleep(600)")
+            f"lock = FolderLock({str(folder)!r}, 'lopd-train').acquire(); print('held', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout.readline().strip() == "held"
     return proc

@@ -61,6 +61,12 @@ class FolderLock:
                 _held.discard(str(self.path.resolve()))
                 os.close(fd)  # closing the descriptor drops the lock
 
+    def __del__(self) -> None:  # a holder dropped without release (a Trainer never closed) frees the folder
+        try:
+            self.release()
+        except Exception:
+            pass
+
     @property
     def held(self) -> bool:
         return self._fd is not None

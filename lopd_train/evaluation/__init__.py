@@ -49,6 +49,9 @@ class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, Eva
         config.check_values(self)  # choices and types, from flags, a file or Python alike
         if not self.model:
             raise ValueError("--model is required (or model = ... in --config)")
+        missing = missing_extra(self.backend)
+        if missing:
+            raise ValueError(missing)
         if self.backend == "openai" and not self.base_url:
             raise ValueError("--backend openai needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         if self.samples < 1 or (self.limit is not None and self.limit < 1) or self.batch_size < 1:
@@ -65,6 +68,27 @@ class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, Eva
 
 
 # ------------------------------------------------------------------------------------------- backends
+
+#: backend -> (the modules it imports, the extra that installs them): ``lopd[eval]`` alone runs ``openai``
+BACKEND_EXTRAS = {"hf": (("torch", "transformers", "peft"), "train"), "vllm": (("vllm", "torch"), "vllm"),
+                  "openai": (("openai",), "eval")}
+
+
+def missing_extra(backend: str) -> str | None:
+    """One line naming the extra to install when ``backend``'s packages are not importable (checked before
+    anything loads, so a torch-free ``lopd[eval]`` venv gets this line, not a traceback); ``None`` when all are."""
+    import importlib.util
+    import sys
+
+    modules, extra = BACKEND_EXTRAS[backend]
+    absent = [m for m in modules if sys.modules.get(m) is None  # None there: blocked, as find_spec says
+              and (m in sys.modules or importlib.util.find_spec(m) is None)]
+    if not absent:
+        return None
+    other = "" if backend == "openai" else " (or --backend openai --base-url URL, which lopd[eval] runs)"
+    return (f"--backend {backend} needs {', '.join(absent)}, not installed here: pip install \"lopd[{extra}]\""
+            f"{other}")
+
 
 
 def make_backend(cfg: EvalConfig, spec: ModelSpec) -> Backend:
@@ -148,8 +172,6 @@ def data_fingerprint(tasks: Sequence[Any]) -> str:
 def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     """Evaluate and write ``records.jsonl``, ``results.json``, ``results.md``, ``results.png`` in
     ``cfg.output``. Returns the results dict."""
-    from lopd_train.rollout.engine import make_envs
-
     chosen = check_selection(cfg)  # before anything is written, loaded or generated
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -175,8 +197,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     try:
         with RecordWriter(records_path) as writer, ThreadPoolExecutor(max_workers=max(2, cfg.batch_size)) as pool:
             for env_id in cfg.env:
-                env_info[env_id] = _run_env(cfg, env_id, chosen[env_id], backend, sampling, writer, done, pool,
-                                            make_envs)
+                env_info[env_id] = _run_env(cfg, env_id, chosen[env_id], backend, sampling, writer, done, pool)
     finally:
         backend_info = backend.describe()
         backend.close()
@@ -205,11 +226,12 @@ def check_selection(cfg: EvalConfig) -> dict[str, list[str]]:
                 gym.registry)
 
 
-def _run_env(cfg, env_id, task_ids, backend, sampling, writer, done, pool, make_envs) -> dict[str, Any]:
+def _run_env(cfg, env_id, task_ids, backend, sampling, writer, done, pool) -> dict[str, Any]:
+    import gymnasium as gym
     from tqdm.auto import tqdm
 
-    kwargs = env_kwargs(cfg, env_id)
-    envs = make_envs(env_id, min(cfg.batch_size, max(1, len(task_ids) * cfg.samples)), **kwargs)
+    kwargs = env_kwargs(cfg, env_id)  # registered the envs too
+    envs = [gym.make(env_id, **kwargs) for _ in range(min(cfg.batch_size, max(1, len(task_ids) * cfg.samples)))]
     t0 = time.time()
     try:
         chosen = set(task_ids)
@@ -262,11 +284,11 @@ def _seed(base: int, env_id: str, task_id: str, sample: int) -> int:
 def summarise(cfg: EvalConfig, spec: ModelSpec, backend_info: dict[str, Any], env_info: dict[str, Any],
               records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """``results.json`` from the records on disk (never from memory, so a resumed run reports the same)."""
-    from lopd_train import models
-
     base_path = spec.base
     try:
         if cfg.backend != "openai":
+            from lopd_train import models  # torch: a served model has no local weights to hash
+
             base_path = models.resolve(spec.base)
     except Exception:  # noqa: BLE001 - a hash we cannot take is reported as None, not a failure
         pass

@@ -25,7 +25,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, Sequence
 
-from lopd_train import models
+from lopd_envs.chat import tools_already_listed, with_tool_prompt
 from lopd_train.evaluation import openai_reply
 from lopd_train.evaluation.openai_reply import BadReply
 
@@ -83,6 +83,8 @@ class BackendError(RuntimeError):
 
 
 def _prompt_ids(tokenizer, conv: Conversation, sampling: Sampling) -> list[int]:
+    from lopd_train import models  # torch: only the hf and vllm backends render prompts here
+
     text = models.render_chat(tokenizer, conv.messages, conv.tools, tool_syntax=sampling.tool_syntax,
                               tool_prompt=sampling.tool_prompt)
     return models.encode(tokenizer, text)
@@ -332,9 +334,9 @@ class OpenAIBackend:
             messages = openai_messages(conv.messages)
         else:
             skip = sampling.tool_prompt == "never" or (
-                sampling.tool_prompt == "auto" and models.tools_already_listed(conv.messages, conv.tools))
-            messages = openai_messages(models.with_tool_prompt(conv.messages, None if skip else conv.tools,
-                                                               sampling.tool_syntax))
+                sampling.tool_prompt == "auto" and tools_already_listed(conv.messages, conv.tools))
+            messages = openai_messages(with_tool_prompt(conv.messages, None if skip else conv.tools,
+                                                        sampling.tool_syntax))
         body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_new_tokens,
                 "temperature": sampling.temperature, "top_p": 1.0, "seed": conv.seed}
         if native and conv.tools:

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 #: Files whose bytes define a model or adapter (weights, configs, tokenizer); logs and optimiser state are not.
+#: the model aliases of :mod:`lopd_train.models` (``DEFAULT_MODEL``, ``TINY_MODEL``), spelled here so that
+#: ``lopd-eval --backend openai`` never imports torch (a test keeps the two equal)
+ALIASES = ("smollm2-135m-instruct", "tiny-random")
 _HASHED = (".safetensors", ".bin", ".json", ".model", ".txt", ".gguf", ".jinja")
 
 
@@ -60,8 +63,6 @@ def latest_checkpoint(run: Path) -> Path:
 
 def resolve_model(model: str, adapter: str | None = None) -> ModelSpec:
     """Turn ``--model``/``--adapter`` into a base to load and an adapter to apply (clear errors otherwise)."""
-    from lopd_train import models
-
     path = Path(model)
     if path.is_dir() and is_run_dir(path):
         if (path / "student" / "config.json").is_file():
@@ -79,7 +80,7 @@ def resolve_model(model: str, adapter: str | None = None) -> ModelSpec:
         if not path.is_file():
             raise ValueError(f"--model {model}: no such GGUF file")
         spec = ModelSpec(model, "gguf", model)
-    elif model in (models.DEFAULT_MODEL, models.TINY_MODEL):
+    elif model in ALIASES:
         spec = ModelSpec(model, "alias", model)
     else:
         spec = ModelSpec(model, "hub-or-folder", model)

@@ -217,14 +217,18 @@ def eval_main(argv: list[str] | None = None) -> int:
     cfg, args = eval_config_from_args(argv)
     quiet_known_warnings()
     from lopd_train import evaluation
+    from lopd_train.evaluation.backends import BackendError
     from lopd_train.evaluation.records import RecordsError
+    from lopd_train.evaluation.selection import SelectionError
     from lopd_train.training.errors import RunLockedError
     from lopd_train.training.runlock import FolderLock
 
     try:
         with FolderLock(cfg.output, "lopd-eval"):  # one evaluation per output folder
             results = evaluation.run_eval(cfg)
-    except (RecordsError, RunLockedError) as e:  # a damaged records.jsonl on --resume (which line), a folder in use
+    except (RecordsError, RunLockedError, SelectionError, BackendError) as e:
+        # a damaged records.jsonl on --resume (which line), a folder in use, an env, category or task that does
+        # not exist, a dead server or a refused key: the user's to fix, one line
         raise UsageError(f"lopd-eval: {e}") from None
     print(evaluation.report.markdown(results))
     if args.out:

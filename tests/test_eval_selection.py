@@ -85,8 +85,6 @@ def test_a_good_selection_scores_exactly_the_tasks_asked_for(bfcl_data, tmp_path
     assert results["envs"]["lopd/BFCLv3-v0"]["n_records"] == 2
 
 
-@pytest.mark.xfail(strict=True, reason="needs lopd_train/cli.py eval_main to turn SelectionError into one line "
-                   "and exit 2 (issue 55 acceptance; cli.py is not this change's file)")
 def test_the_command_line_says_it_in_one_line_and_exits_2(bfcl_data, tmp_path, monkeypatch):
     monkeypatch.delenv("LOPD_DATA_DIR", raising=False)
     code = ("import sys; from lopd_train.cli import eval_main; "

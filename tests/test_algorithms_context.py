@@ -46,6 +46,11 @@ def embedder():
     return Embedder()
 
 
+def texts(contexts):
+    """The teachers' texts of :meth:`contexts` (``None`` where a rollout is not supervised)."""
+    return [c.text if c is not None else None for c in contexts]
+
+
 def algo_setup(tmp_path, algo: str, successes=(True, False, False, False, True, False), **kw):
     """A tiny random Llama with a student adapter (LoRA B = 0: the student equals the base model), the six
     coin-flip rollouts of :func:`coin_rollouts` with outcomes set to ``successes``, a bank holding the
@@ -55,6 +60,7 @@ def algo_setup(tmp_path, algo: str, successes=(True, False, False, False, True, 
     from lopd_train.config import TrainConfig
     from lopd_train.experience.bank import ExperienceBank, Retriever
 
+    kw.setdefault("baseline_semantics", "v2")  # these tests pin study v2's variants; the references': their own file
     torch.manual_seed(0)
     base, tok = models.tiny_model()
     tok.padding_side = "left"
@@ -144,12 +150,12 @@ def test_opsd_without_any_reference_answer_does_not_move_the_student(tmp_path):
 def test_sdpo_never_hints_a_rollout_with_its_own_success(tmp_path):
     _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", experience_format="trace")
     heads = trajs[:3]  # rollout 0 succeeded, 1 and 2 failed; the bank holds only rollout 0 for heads_0
-    hints = algo.contexts(heads)
+    hints = texts(algo.contexts(heads))
     assert hints[0] is None  # its only "other" success would be itself
     own = sdpo.SOLUTION_HEAD + heads[0].trace.render()
     assert hints[1] == hints[2] == own  # the failures learn from rollout 0's success
     # a copy of the rollout's own success (same trace) is not "another" success either
-    twin = algo.contexts([heads[0], heads[0]])
+    twin = texts(algo.contexts([heads[0], heads[0]]))
     assert twin == [None, None]
 
 
@@ -159,7 +165,7 @@ def test_sdpo_uses_another_success_of_the_same_group_for_a_successful_rollout(tm
     a, b, c = trajs[:3]
     if trace_key(a.trace) == trace_key(b.trace):
         pytest.skip("the two sampled successes happen to be identical traces")  # seed-dependent; not the case at seed 0
-    hints = algo.contexts([a, b, c])
+    hints = texts(algo.contexts([a, b, c]))
     assert hints[0] == sdpo.SOLUTION_HEAD + b.trace.render()
     assert hints[1] == sdpo.SOLUTION_HEAD + a.trace.render()
     assert hints[2] == sdpo.SOLUTION_HEAD + a.trace.render()
@@ -168,13 +174,13 @@ def test_sdpo_uses_another_success_of_the_same_group_for_a_successful_rollout(tm
 def test_sdpo_falls_back_to_the_environment_feedback_when_nothing_succeeded(tmp_path):
     _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(True,) + (False,) * 5)
     tails = trajs[3:]  # none succeeded, and the bank has no success of tails_1
-    hints = algo.contexts(tails)
+    hints = texts(algo.contexts(tails))
     for t, h in zip(tails, hints):
         fb = sdpo.feedback_text(t.trace)
         assert fb is not None and "noted" in fb  # the coin env's tool result
         assert h == sdpo.FEEDBACK_HEAD + fb
     heads = trajs[:3]  # where a rollout of the task succeeded, a failure gets the success, not feedback
-    assert algo.contexts(heads)[1].startswith(sdpo.SOLUTION_HEAD)
+    assert texts(algo.contexts(heads))[1].startswith(sdpo.SOLUTION_HEAD)
 
 
 def test_sdpo_teacher_sees_the_hint_inside_the_first_user_turn(tmp_path):
@@ -182,7 +188,7 @@ def test_sdpo_teacher_sees_the_hint_inside_the_first_user_turn(tmp_path):
     seen = capture_teacher_inputs(algo)
     algo.update(trajs)
     got = teacher_sequences_by_rollout(seen, trajs)
-    hints = algo.contexts(trajs[:3]) + algo.contexts(trajs[3:])
+    hints = texts(algo.contexts(trajs[:3])) + texts(algo.contexts(trajs[3:]))
     for t, ids, hint in zip(trajs, got, hints):
         if hint is None:
             assert ids is None

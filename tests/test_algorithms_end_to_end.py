@@ -48,8 +48,8 @@ def test_every_baseline_trains_through_the_same_loop_and_resumes(tmp_path, algo)
         assert all(x["grad_norm"] == 0.0 for x in train_rows)
     if algo in ("opsd", "sdpo", "sdft", "skill_sd"):  # supervised exactly when some rollout had a context
         assert all((x["grad_norm"] > 0) == (x["context_fraction"] > 0) for x in train_rows)
-    if algo == "sdpo":  # the EMA teacher's adapter is checkpointed with the student's
-        assert any(".ema." in k for k in blob["lora"])
+    if algo == "sdpo":  # the EMA teacher's deltas (the EMA of s*BA per layer) are checkpointed with the algorithm
+        assert blob["algo"]["ema_deltas"] and not any(".ema." in k for k in blob["lora"])
     if algo == "skill_sd":  # the skill bank lives in the run folder and in the checkpoint
         assert len(ExperienceBank(tmp_path / "skills.sqlite")) == len(blob["algo"]["skills"])
         assert train_rows[1]["skill_bank_size"] >= train_rows[0]["skill_bank_size"]

@@ -5,6 +5,14 @@ over the batch's rollouts, ``--score-batch`` at a time (each prompt once for its
 common prefix once when that is cheaper: ``scoring.score_groups``), nothing else. Old log-probs are the sampler's
 own (one update per rollout batch).
 
+**Reference**: TRL's ``GRPOTrainer`` (TRL 1.10.0.dev0, ``trl/trainer/grpo_trainer.py``, f2cd577). As there:
+advantages are the group-centred rewards divided by the group's **unbiased** std plus 1e-4 (``scale_rewards=
+"group"``; ``--grpo-std population --grpo-eps 1e-6`` is study v2's, a factor sqrt(2) at group size 2); the loss is
+aggregated by ``--grpo-loss-type`` (TRL's ``loss_type``: ``dapo``, its default, ``bnpo``, ``grpo``, ``dr_grpo``;
+:func:`lopd_train.algorithms.losses.grpo_token_weight`); clipped ratio 0.2/0.2; ``beta`` 0. Remaining deviations:
+TRL's ``scale_rewards="batch"`` and its other loss types (cispo, sapo, luspo, vespo) are not offered; ``dr_grpo``'s
+``max_completion_length`` is ``--max-new-tokens`` (per turn here); a group of one has advantage 0 (TRL: NaN std).
+
 ``--grpo-kl-coef c > 0`` adds ``c`` times the k3 estimate of ``KL(π_θ || π_ref)`` per token
 (:func:`lopd_train.algorithms.losses.k3_kl`), the reference being the frozen base model (LoRA disabled), scored on the
 same tokens without gradient; 0 (the default, as in DAPO/Dr. GRPO) leaves it out and skips that pass.
@@ -26,14 +34,16 @@ from lopd_train.algorithms.scoring import score_group, score_groups, split
 
 class GRPO(Algorithm):
     name = "grpo"
-    teacher_sees = "no teacher: group-relative advantages, clipped ratio (optional KL to the base model)"
+    teacher_sees = ("no teacher (TRL GRPOTrainer): group-relative advantages (unbiased std + 1e-4), clipped ratio, "
+                    "--grpo-loss-type (TRL default dapo), optional KL to the base model")
 
     def update(self, trajectories):
         cfg = self.cfg
         metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0, "kl_ref": 0.0, "zero_advantage_groups": 0.0}
         batches = self.minibatches(trajectories)
         for batch in batches:
-            adv = losses.group_advantages(batch.rewards(), batch.groups(), scale=cfg.grpo_scale_rewards)
+            adv = losses.group_advantages(batch.rewards(), batch.groups(), eps=cfg.grpo_eps,
+                                          scale=cfg.grpo_scale_rewards, unbiased=cfg.grpo_std == "unbiased")
             advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
             groups = batch.groups_of()
             if cfg.grpo_kl_coef == 0:  # a zero-advantage group adds exactly nothing to the loss or its gradient
@@ -54,8 +64,9 @@ class GRPO(Algorithm):
                 for t, lg, y, o, ref in zip(members, logits, targets, old, refs):
                     logp = losses.token_logprobs(lg / cfg.temperature, y)
                     a = advantage[id(t)].to(self.device).reshape(1)
-                    loss = loss + losses.grpo_clip_loss(logp, o, a, None, cfg.clip_low, cfg.clip_high) * (
-                        len(y) / batch.n_tokens)
+                    w = losses.grpo_token_weight(len(y), cfg.grpo_loss_type, len(batch.trajectories),
+                                                 batch.n_tokens, cfg.max_new_tokens)
+                    loss = loss + losses.grpo_clip_loss(logp, o, a, None, cfg.clip_low, cfg.clip_high) * (len(y) * w)
                     if ref is not None:
                         kl = losses.k3_kl(logp, losses.token_logprobs(ref / cfg.temperature, y)).sum() / batch.n_tokens
                         loss = loss + cfg.grpo_kl_coef * kl

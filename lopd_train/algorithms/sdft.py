@@ -1,18 +1,32 @@
-"""SDFT (self-distillation fine-tuning): the teacher is the model conditioned on a demonstration, in
-context, and the student is distilled toward it on its own samples.
+"""SDFT (self-distillation fine-tuning, Shenfeld et al. 2026): the teacher is the model conditioned on the task's
+demonstration in context, and the student is distilled toward it on its own samples.
 
-The demonstration of a task group is the experience bank's nearest successful trajectory (the retriever's
-top-1 for the task; the bank holds the run's successes and the ``--init-bank`` traces), never one of the
-group's own rollouts. A group for which the bank holds nothing gets no supervision. Unlike SDPO the
-demonstration may be of another task (the nearest one), and there is no feedback fallback; unlike LOPD it is
-read as text, and nothing is trained to compress it.
+**Reference**: TRL's ``SDFTTrainer``/``SDFTConfig`` (TRL 1.10.0.dev0, ``trl/experimental/sdft/``, f2cd577; the same
+defaults since v1.6.0). By default (``--baseline-semantics reference``) lopd does what it does:
+
+* **context**: **this task's own demonstration** (TRL's ``privileged_context`` column): the suite's reference
+  answer for the task (gold calls, canonical or scripted solution), the same for every rollout of the task;
+  tasks without one get no supervision;
+* **template and position**: the task's user message is replaced by ``"{prompt}\\n\\n{privileged_context}"``
+  (``teacher_prompt_template``), re-rendered and re-tokenised;
+* **teacher**: the initial student (the frozen backbone), ``teacher_model_kind="base"``;
+* **loss**: JSD with α = 0.5 over the student's top-100 tokens renormalised (``distillation_mode="topk_logits"``,
+  ``distillation_add_tail=False``), at the sampling temperature, times the importance ratio clipped at 2.
+
+Remaining deviations: the demonstration is lopd's rendering of the suite's gold answer, not a dataset column of
+expert demonstrations, and tasks without one (LiveCodeBench, official EnvScaler scenarios) are not supervised;
+``num_loss_tokens_to_skip`` is 0 as TRL's default.
+
+``--baseline-semantics v2`` keeps study v2's SDFT: the experience bank's nearest successful trajectory by the
+retriever (for most tasks *another* task's), spliced before the task between :data:`FRAMING`; frozen-base teacher;
+reverse KL over the teacher's top-M + tail at T = 1.
 """
 
 from __future__ import annotations
 
-from lopd_train.algorithms.distill import SelfDistillation
+from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import trace_key
-from lopd_train.latent.context import experience_text
+from lopd_train.latent.context import SDFT_TEMPLATE, experience_text, task_prompt_text
 
 FRAMING = ("Here is a demonstration of how a task like the one below was solved successfully:\n\n",
            "\n\n(end of the demonstration)\n\nNow solve the following task with your own approach:\n\n")
@@ -20,12 +34,14 @@ FRAMING = ("Here is a demonstration of how a task like the one below was solved 
 
 class SDFT(SelfDistillation):
     name = "sdft"
-    teacher_sees = "a demonstration in context: the bank's nearest successful trajectory (not the rollout's own)"
+    teacher_sees = ("TRL 1.10 SDFT: this task's own demonstration (its reference answer) after the task; base "
+                    "teacher; JSD a=0.5 over the student's top-100, renormalised; IS clip 2")
+    reference = dict(teacher="base", loss="jsd", tail=False)
     framing = FRAMING
     keep_end = True
 
     def demonstration(self, members):
-        """The retriever's top-1 experience for the group's task, excluding the group's own rollouts."""
+        """v2: the retriever's top-1 experience for the group's task, excluding the group's own rollouts."""
         if self.retriever is None:
             return None
         own = [e.id for e in (self.bank.get_by_key(trace_key(t.trace)) for t in members if t.trace is not None) if e]
@@ -33,6 +49,13 @@ class SDFT(SelfDistillation):
         return hits[0] if hits else None
 
     def contexts(self, members):
+        if self.sem.reference:
+            answer = self.reference_answer(members[0].task_id)
+            if answer is None:
+                return [None] * len(members)
+            text = SDFT_TEMPLATE.format(prompt=task_prompt_text(members[0].messages), privileged_context=answer)
+            return [Context(text, "gold")] * len(members)
         demo = self.demonstration(members)
-        text = self.clip(experience_text(demo, self.cfg.experience_format)) if demo is not None else None
-        return [text] * len(members)
+        if demo is None:
+            return [None] * len(members)
+        return [Context(self.clip(experience_text(demo, self.cfg.experience_format)), "retrieved")] * len(members)

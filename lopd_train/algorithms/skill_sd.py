@@ -1,18 +1,24 @@
-"""Skill-SD: successful traces are summarised by the model itself into short natural-language skills, kept
-in a skill bank; the teacher sees the skills retrieved for the task; the student minimises an
-importance-weighted reverse KL.
+"""Skill-SD: successful traces are summarised into short natural-language skills, kept in a skill bank; the
+teacher sees the skills retrieved for the task; the student minimises an importance-weighted divergence.
 
-* **Summaries** (:meth:`SkillSD.summarise`): every experience in the bank not yet summarised (the run's
-  successes and the ``--init-bank`` traces) is rendered into :data:`SUMMARY_PROMPT` and the student decodes
-  greedily, at most ``--skill-tokens`` tokens; the text is one skill. An empty summary is kept as attempted,
-  so it is not retried every step.
-* **Skill bank**: ``skills.sqlite`` beside the run's ``bank.sqlite`` (an :class:`ExperienceBank` whose
-  entries' text is the skill, so inserts are durable and de-duplicated), indexed by the same dense
-  retriever. Its rows also go into every checkpoint (``state_dict``) and are merged back on resume.
-* **Teacher context**: the top-J skills for the task (``--top-j``), never those summarised from the group's
-  own rollouts, as a bullet list in the task's user turn.
-* **Loss**: the per-token reverse KL (``--distill-loss``) times ``min(p_S(y) / p_sampler(y), --importance-clip)``
-  (:func:`lopd_train.algorithms.losses.importance_weighted_kl`).
+**No public reference implementation** of Skill-SD could be found (issue 56): this is **lopd's reading of the
+paper**, with these choices of ours:
+
+* **Summariser** (``--skill-summariser``): who turns a success into a skill: ``student`` (the student itself,
+  greedy, as study v2 ran: with a 135M student the skills barely change the teacher, per-token loss ~0.03),
+  ``base`` (the frozen backbone) or a model name or path (a separate, stronger summariser, loaded once, on the
+  policy's device). Each experience in the bank not yet summarised (the run's successes and the ``--init-bank``
+  traces) is rendered into :data:`SUMMARY_PROMPT` and decoded greedily, at most ``--skill-tokens`` tokens; an empty
+  summary is kept as attempted, so it is not retried every step.
+* **Skill bank**: ``skills.sqlite`` beside the run's ``bank.sqlite`` (an :class:`ExperienceBank` whose entries'
+  text is the skill), indexed by the same dense retriever; its rows go into every checkpoint and are merged back
+  on resume.
+* **Teacher context**: the top-J skills for the task (``--top-j``), never those summarised from the group's own
+  rollouts, as a bullet list spliced at the start of the task's user turn between :data:`FRAMING` (both
+  semantics: there is no reference template).
+* **Teacher and loss**: the frozen backbone; reverse KL over ``--kl-support``'s top-M + tail at T = 1 times the
+  per-token importance ratio ``min(p_S(y) / p_sampler(y), --importance-clip)``; ``--teacher``/``--distill-loss``
+  choose otherwise.
 """
 
 from __future__ import annotations
@@ -21,8 +27,7 @@ import json
 from dataclasses import dataclass
 
 from lopd_train import models
-from lopd_train.algorithms import losses
-from lopd_train.algorithms.distill import SelfDistillation
+from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
 from lopd_train.rollout.engine import SamplingConfig, generate
 
@@ -54,7 +59,10 @@ class SkillRecord:
 
 class SkillSD(SelfDistillation):
     name = "skill_sd"
-    teacher_sees = "natural-language skills the model summarised from successful traces, retrieved for the task"
+    teacher_sees = ("lopd's reading (no public reference): skills summarised from successes (--skill-summariser), "
+                    "retrieved for the task, before it; base teacher; reverse KL top-M x IS ratio")
+    reference = dict(teacher="base", loss="topk", tail=True)
+    v2_importance = True
     framing = FRAMING
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
@@ -85,16 +93,34 @@ class SkillSD(SelfDistillation):
         return models.encode(self.tokenizer, text)
 
     def summarise(self, experiences) -> list[str]:
-        """One skill per experience: the model's greedy summary, at most ``--skill-tokens`` tokens."""
+        """One skill per experience: the summariser's greedy summary, at most ``--skill-tokens`` tokens."""
         if not experiences:
             return []
         cfg = SamplingConfig(max_new_tokens=self.cfg.skill_tokens, greedy=True)
+        who = self.cfg.skill_summariser
+        if who not in ("student", "base"):
+            model, tok = self.summariser_model()
+            prompts = [models.encode(tok, models.render_chat(tok, [{"role": "user", "content": SUMMARY_PROMPT.format(
+                trajectory=e.text)}], tool_prompt="never")) for e in experiences]
+            outs = generate(model, tok, prompts, cfg)
+            return [tok.decode(toks, skip_special_tokens=True).strip() for toks, *_ in outs]
         was_training = self.policy.training
         self.policy.eval()
-        with models.adapter(self.policy, self.student_adapter):
+        mode = models.adapter(self.policy, self.student_adapter) if who == "student" else models.base_only(self.policy)
+        with mode:
             outs = generate(self.policy, self.tokenizer, [self.summary_prompt(e) for e in experiences], cfg)
         self.policy.train(was_training)
         return [self.tokenizer.decode(toks, skip_special_tokens=True).strip() for toks, *_ in outs]
+
+    _summariser = None
+
+    def summariser_model(self):
+        """The separate summariser (``--skill-summariser NAME_OR_PATH``) and its tokenizer, loaded once."""
+        if self._summariser is None:
+            model, tok = models.load_backbone(self.cfg.skill_summariser, self.device,
+                                              next(self.policy.parameters()).dtype)
+            self._summariser = (model.eval(), tok)
+        return self._summariser
 
     def prepare(self, trajectories):
         """Summarise the bank's experiences that have no skill yet, and index the new skills."""
@@ -114,12 +140,12 @@ class SkillSD(SelfDistillation):
         exclude = [s.id for s in self.skills.all() if self.source_of(s) in own]
         (hits,) = self.skill_retriever.retrieve([members[0].task], k=self.cfg.top_j, exclude=[exclude])
         text = self.clip("\n".join(f"- {s.text}" for s in hits)) if hits else None
-        return [text] * len(members)
+        return [Context(text, "skills") if text is not None else None] * len(members)
 
-    def token_loss(self, s_logits, t_logits, y, sampler_logp):
-        kl = super().token_loss(s_logits, t_logits, y, sampler_logp)
-        student_logp_y = losses.token_logprobs(s_logits / self.cfg.temperature, y)  # the sampler's scale
-        return losses.importance_weighted_kl(kl, student_logp_y, sampler_logp, self.cfg.importance_clip)
+    def teacher_view(self, members, text):
+        """The skills are spliced at the start of the task's user turn under both semantics (no reference)."""
+        _, seqs, masks = self.context_view(members, text=text, framing=self.framing)
+        return seqs, masks
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self):

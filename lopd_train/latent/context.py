@@ -175,3 +175,78 @@ def experience_text(experience, fmt: str = "chat") -> str:
         if meta.get(TRANSCRIPT_KEY):
             return str(meta[TRANSCRIPT_KEY])
     return experience.text
+
+
+# ----------------------------------------------------------------------------------- the references' teacher prompts
+#
+# The self-distillation references (lasgroup/SDPO 0e6d510 ``ray_trainer.py`` ``_maybe_build_self_distillation_batch``;
+# TRL's SDFT/OPSD ``_compose_teacher_prompt``) do not splice a block into the student's prompt: they rebuild the
+# conversation as ``messages[:-1] + [{"role": "user", "content": template(prompt=messages[-1]["content"], ...)}]``,
+# render and tokenise it anew with the chat template (generation prompt added), and append the rollout's response
+# ids as sampled. :func:`reprompt` does exactly that; the templates are the references' own strings.
+
+#: SDPO (lasgroup/SDPO 0e6d510, ``verl/trainer/config/actor/actor.yaml`` ``self_distillation``; YAML ``|-`` blocks)
+SDPO_REPROMPT_TEMPLATE = "{prompt}{solution}{feedback}\n\nCorrectly solve the original question."
+SDPO_SOLUTION_TEMPLATE = "\nCorrect solution:\n\n{successful_previous_attempt}"
+SDPO_FEEDBACK_TEMPLATE = "\nThe following is feedback from your unsuccessful earlier attempt:\n\n{feedback_raw}"
+#: SDFT (TRL 1.10.0.dev0 ``SDFTConfig.teacher_prompt_template``)
+SDFT_TEMPLATE = "{prompt}\n\n{privileged_context}"
+#: OPSD (TRL PR #5990 ``OPSDConfig.teacher_prompt_template`` at 55c3a9e16, "the official OPSD" template)
+OPSD_TEMPLATE = ("{prompt}\n\n"
+                 "Here is a reference solution to this problem:\n"
+                 "=== Reference Solution Begin ===\n{privileged_context}\n=== Reference Solution End ===\n\n"
+                 "After reading the reference solution above, make sure you truly understand the reasoning behind "
+                 "each step, do not copy or paraphrase it. Now, using your own words and independent reasoning, "
+                 "derive the same final answer to the problem above. Think step by step, explore different "
+                 "approaches, and don't be afraid to backtrack or reconsider if something doesn't work out:")
+
+
+def sdpo_teacher_text(prompt: str, solution: str | None, feedback: str | None) -> str:
+    """SDPO's reprompt of the task message: the prompt, then the solution section (when there is a solution),
+    then the feedback section (when feedback is used), then the closing instruction."""
+    return SDPO_REPROMPT_TEMPLATE.format(
+        prompt=prompt,
+        solution=SDPO_SOLUTION_TEMPLATE.format(successful_previous_attempt=solution) if solution is not None else "",
+        feedback=SDPO_FEEDBACK_TEMPLATE.format(feedback_raw=feedback) if feedback is not None else "")
+
+
+def strip_thinking(text: str) -> str:
+    """``<think>...</think>`` blocks and the whitespace after them removed (SDPO's
+    ``remove_thinking_from_demonstration``)."""
+    import re
+
+    return re.sub(r"<think>.*?</think>\s*", "", text, flags=re.DOTALL)
+
+
+def response_text(tokenizer, trajectory) -> str:
+    """A rollout's response as the references use a demonstration: every id after its prompt decoded with
+    special tokens skipped (SDPO's ``tokenizer.decode(ids, skip_special_tokens=True)``), think blocks removed."""
+    return strip_thinking(tokenizer.decode(list(trajectory.input_ids[trajectory.prompt_len:]), skip_special_tokens=True))
+
+
+@dataclass(frozen=True)
+class RepromptedPrompt:
+    """The teacher's prompt rebuilt from its messages (``input_ids``), for rollouts whose own prompt was
+    ``prompt_len`` ids long: :meth:`sequence` keeps every response id as sampled."""
+
+    input_ids: list[int]
+    prompt_len: int
+
+    def sequence(self, ids: Sequence[int], mask: Sequence[int]) -> tuple[list[int], list[int]]:
+        return self.input_ids + list(ids[self.prompt_len:]), [0] * len(self.input_ids) + list(mask[self.prompt_len:])
+
+
+def reprompt(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, user_text: str,
+             prompt_len: int, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> RepromptedPrompt:
+    """The references' teacher prompt: the episode's opening ``messages`` with the last one (the task's user
+    message) replaced by ``user_text``, rendered with the sampler's template settings and tokenised whole."""
+    if not messages or messages[-1].get("role") != "user":
+        raise ValueError("the references rebuild the last message, which must be the task's user message")
+    msgs = [dict(m) for m in messages[:-1]] + [{"role": "user", "content": user_text}]
+    text = models.render_chat(tokenizer, msgs, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
+    return RepromptedPrompt(models.encode(tokenizer, text), int(prompt_len))
+
+
+def task_prompt_text(messages: list[dict[str, Any]]) -> str:
+    """The ``{prompt}`` of the references' templates: the last message's content."""
+    return str(messages[-1].get("content") or "")

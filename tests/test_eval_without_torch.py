@@ -20,7 +20,8 @@ import pytest
 from tests.fake_openai import FakeServer
 
 REPO = Path(__file__).resolve().parents[1]
-TRAINING_STACK = ("torch", "peft", "accelerate", "sentence_transformers", "hnswlib", "vllm", "trl", "tensorboard")
+TRAINING_STACK = ("torch", "peft", "accelerate", "sentence_transformers", "hnswlib", "vllm", "trl", "tensorboard",
+                  "httpx")  # httpx: openai 3 reads through httpx2, and a [eval] venv has no httpx
 BLOCKED_RUN = f"""
 import json, sys
 for name in {TRAINING_STACK!r}:

@@ -302,8 +302,6 @@ class OpenAIBackend:
         """The reply to one request, under the deadline. Raises the SDK's ``APIStatusError`` for a status it
         does not retry, :class:`BadReply` for a reply that is late, too large or malformed, and
         :class:`BackendError` when the server cannot be reached."""
-        import httpx
-
         openai = self._openai
         own = {k: v for k, v in body.items() if k in self.OWN_FIELDS}
         self._count(requests=1)
@@ -324,7 +322,7 @@ class OpenAIBackend:
             self._count(retries=self.max_retries)
             raise BackendError(f"{self.url}: cannot reach the server, gave up after {self.max_retries + 1} "
                                f"attempts ({type(exc).__name__}: {exc})") from None
-        except httpx.HTTPError as exc:  # the connection broke while the body was arriving
+        except openai_reply.transport_errors() as exc:  # the connection broke while the body was arriving
             raise BadReply(f"the reply broke off ({type(exc).__name__}: {exc})") from None
         text, calls, tokens = openai_reply.parse(data)
         return Reply(text, tool_calls=calls, tokens=tokens)

@@ -141,3 +141,17 @@ def parse(data: Any) -> tuple[str, list[dict[str, Any]] | None, int]:
     if not isinstance(msg, dict):
         raise BadReply(f"choices[0].message is not an object: {_snippet(choices[0])}")
     return content_text(msg.get("content")), tool_calls(msg.get("tool_calls")), completion_tokens(data.get("usage"))
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP errors of the library the openai SDK reads through: httpx2 from openai 3 on (which brings no
+    httpx: a plain ``import httpx`` fails in a ``lopd[eval]`` venv), httpx before."""
+    import importlib
+
+    found = []
+    for name in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(name).HTTPError)
+        except ImportError:
+            pass
+    return tuple(found)

@@ -176,12 +176,17 @@ def test_markdown_marks_bfcl_groups_that_count_missing_categories_as_zero():
     results = {"model": {"spec": "m"}, "backend": {"backend": "hf"}, "sampling": {"temperature": 0.0},
                "samples": 1, "envs": {"lopd/BFCLv3-v0": {"leaderboard": table, "n_records": 4}}}
     notes = {metric: note for _, metric, _, _, note in report.rows(results)}
-    assert notes["live"].startswith("not evaluated") and notes["multi-turn"].startswith("not evaluated")
-    assert notes["overall"].startswith("partial") and notes["non-live"].startswith("partial")
+    assert notes["live"].startswith("not run") and notes["multi-turn"].startswith("not run")
+    assert notes["overall"] == "partial (1 of 17 categories run): the others count 0, bfcl-eval's rule"
+    assert notes["non-live"] == "partial (1 of 7 categories run): the others count 0, bfcl-eval's rule"
     assert notes["simple"] == ""
     md = report.markdown(results)
-    assert "| lopd/BFCLv3-v0 | live | 0.0000 | 4 | not evaluated: missing categories count 0 |" in md
+    assert "| lopd/BFCLv3-v0 | live | not run | 0 | not run: no category of this group was evaluated |" in md
+    assert "| lopd/BFCLv3-v0 | multi-turn | not run | 0 |" in md
+    assert "| lopd/BFCLv3-v0 | non-live | 0.0500 | 4 | partial (1 of 7" in md  # (0.75 + 0 + 0) / 3, then / 5
+    assert "| lopd/BFCLv3-v0 | overall | 0.0167 | 4 | partial (1 of 17" in md  # then / 3
     assert "| lopd/BFCLv3-v0 | simple | 0.7500 | 4 |  |" in md
+    assert "0.0000" not in md
 
 
 def test_markdown_marks_acebench_groups_that_count_missing_categories_as_zero():
@@ -196,8 +201,8 @@ def test_markdown_marks_acebench_groups_that_count_missing_categories_as_zero():
     results = {"model": {"spec": "m"}, "backend": {"backend": "hf"}, "sampling": {"temperature": 0.0},
                "samples": 1, "envs": {"lopd/ACEBench-v0": {"leaderboard": table, "n_records": len(records)}}}
     rows = {metric: (n, note) for _, metric, _, n, note in report.rows(results)}
-    assert rows["special"][1].startswith("not evaluated") and rows["agent"][1].startswith("not evaluated")
-    assert rows["summary"][1].startswith("partial")
+    assert rows["special"] == (0, report.NOT_RUN) and rows["agent"] == (0, report.NOT_RUN)
+    assert rows["summary"][1].startswith("partial") and rows["summary"][1].endswith("ACEBench's rule")
     assert rows["normal"][1].startswith("partial")  # the two multi-turn subsets are left out here
     assert rows["normal_atom_bool"] == (2, "") and rows["normal_atom_enum"][0] in (2, 3)
     assert sum(n for m, (n, _) in rows.items() if m.startswith("normal_")) == len(records)

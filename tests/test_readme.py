@@ -115,7 +115,8 @@ def test_every_block_is_run_or_says_why():
 
 def test_the_parser_reads_marks_and_installs():
     text = ("a\n<!-- readme-test: slow -->\n```bash\nlopd-train x\n```\n\n```python\nprint(1)\n```\n"
-            "<!-- readme-test: not run: needs a served model on port 8000 -->\n```bash\nlopd-eval\n```\n```toml\nx\n```\n")
+            "<!-- readme-test: not run: needs a served model on port 8000 -->\n```bash\nlopd-eval\n```\n"
+            "```toml\nx\n```\n")
     got = [(b.lang, b.mark, b.line) for b in blocks(text)]
     assert got == [("bash", "slow", 4), ("python", "", 8), ("bash", "not run: needs a served model on port 8000", 12)]
     assert without_installs('pip install torch==2.13.0 -e ".[train]" && lopd-train --help\n') == "lopd-train --help\n"

@@ -28,13 +28,14 @@ from lopd_envs import provenance
 from lopd_train import config
 from lopd_train.config import (EvalBackendSection, EvalEnvSection, EvalModelSection, EvalOutputSection,
                                EvalSamplingSection)
-from lopd_train.evaluation import leaderboards, report
+from lopd_train.evaluation import leaderboards, report, tracking
 from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
                                             sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.evaluation.records import RecordWriter, read_records, record_key, settled
 from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
+from lopd_train.training.tracking import parse_report_to
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +45,14 @@ class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, Eva
     """Every setting of ``lopd-eval`` (also the keys of its ``--config`` TOML/JSON file): the union of the
     evaluation sections of :mod:`lopd_train.config`, checked when it is built."""
 
+    # lopd-train's trackers for the results (evaluation/tracking.py); here until config.EvalOutputSection has it
+    report_to: str = config.listed("none", "trackers of the results and a table of the episodes: none, "
+                                           "tensorboard (needs torch), trackio, wandb, several at once")
+
     def __post_init__(self) -> None:
         config.normalise(self, json_dict=config.EVAL_JSON)
         config.check_values(self)  # choices and types, from flags, a file or Python alike
+        parse_report_to(self.report_to)
         if not self.model:
             raise ValueError("--model is required (or model = ... in --config)")
         missing = missing_extra(self.backend)
@@ -176,7 +182,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     out = Path(cfg.output)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
-    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("resume", "progress")}
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("resume", "progress", "report_to")}
     saved = out / "settings.json"
     if records_path.exists() and records_path.stat().st_size and not cfg.resume:
         raise FileExistsError(f"{records_path} already holds records: pass --resume to continue that run, or "
@@ -211,6 +217,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     (out / "results.md").write_text(report.markdown(results))
     report.plot(results, out / "results.png")
+    tracking.send(cfg.report_to, results, settled(read_records(records_path))[0], out, settings)
     return results
 
 

@@ -10,12 +10,13 @@ its comparison (exact match, MBPP's special oracles, ``atol`` with ``np.allclose
 
 Categories: ``plus`` (base and plus tests, the default; ``"all"`` means this) and ``base`` (base tests only).
 The episode is one turn: the answer's code is extracted (see ``lopd_envs.codeexec.extract``) and scored.
-Official extraction follows evalplus's pipeline for chat models (``codegen.py``): ``sanitize`` of the answer
-alone (the prompt is prepended only for completion models), i.e. the longest parseable run of lines of the
+Official extraction follows evalplus's pipeline for chat models (``codegen.py``): evalplus's own ``sanitize``
+(called: ``answer.py``) of the answer alone (the prompt is prepended only for completion models), i.e. the longest parseable run of lines of the
 whole text (fence lines never parse, so several blocks and the prose between compete line by line), pruned
 to the imports and the definitions the entry point reaches; a body-only answer (``    return x + y``)
 stays a body and fails. Deviation: an answer longer than ``MAX_SCAN_LINES`` (400) lines is only tried whole
-(evalplus's scan is cubic in the lines; a hostile answer must not cost minutes).
+(evalplus's scan is cubic in the lines; a hostile answer must not cost minutes), and one that makes evalplus
+raise (deep nesting, a lone surrogate) is read by lopd's copy of its rules (``codeexec/extract.py``) instead.
 
 Scoring ``official`` reproduces evalplus 0.3.1's verdicts, quirks included:
   * HumanEval/32 (``find_zero``): evalplus's special oracle ``continue``s without counting the input, so

@@ -11,9 +11,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from lopd_envs.codeexec.extract import defines, extract_code, fenced_blocks, sanitize
+from lopd_envs.codeexec.extract import defines, extract_code, fenced_blocks
 from lopd_envs.codeexec.functest import EXPECTED, FunctionRun, Group, GroupOutcome, encode_inputs, run_function_tests
 from lopd_envs.sandbox import Sandbox
+from lopd_envs.suites.evalplus.answer import official_solution
 from lopd_envs.suites.evalplus.groundtruth import Oracle
 from lopd_envs.trace import compact
 
@@ -283,15 +284,15 @@ def encoded_inputs(problem: dict, group: str) -> str:
 def solution_from_answer(problem: dict, text: str, strict: bool = False) -> str:
     """The program judged for an answer.
 
-    Official (evalplus's pipeline for chat models, ``codegen.py``): ``sanitize`` of the answer alone (see
-    :func:`lopd_envs.codeexec.extract.sanitize`); the prompt is prepended only for completion models, so a
+    Official (evalplus's pipeline for chat models, ``codegen.py``): evalplus's ``sanitize`` of the answer alone
+    (:func:`lopd_envs.suites.evalplus.answer.official_solution`); the prompt is prepended only for completion models, so a
     body-only answer such as ``    return x + y`` stays a body and fails.
     Strict: the fenced block that defines the entry point (the longest parseable stretch without fences),
     and when the answer does not define it, the prompt followed by the answer (read as a completion of the
     prompt's function body), the reading a human grader would give it."""
     ep = problem["entry_point"]
     if not strict:
-        return sanitize(text, ep)
+        return official_solution(text, ep)
     code = extract_code(text, ep)
     if code and defines(code, ep):
         return code

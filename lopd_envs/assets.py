@@ -11,14 +11,15 @@ another place made a run read data its user never chose). Offline and missing, t
 the source and the env var, because "file not found" alone sends users hunting.
 
 Sources are either a pinned URL or a pinned PyPI wheel. Wheels are fetched with ``pip download --no-deps``
-so that a benchmark shipped inside a package (BFCL-v3 in ``bfcl-eval``) never becomes a resolved
-dependency whose pins could break the user's environment.
+(or, in a ``uv venv`` without pip, from the index's simple API) so that a benchmark shipped inside a package
+(BFCL-v3 in ``bfcl-eval``) never becomes a resolved dependency whose pins could break the user's environment.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import logging
 import os
 import pkgutil
@@ -233,15 +234,75 @@ def download_url(url: str, into: Path, name: str, sha256: str | None) -> Path:
 
 
 def download_wheel(requirement: str, into: Path, sha256: str | None) -> Path:
-    """``pip download --no-deps`` one pinned wheel (honours the user's pip index configuration)."""
+    """One pinned wheel, never its dependencies: a copy the user put in :func:`wheels_dir`, else ``pip download
+    --no-deps`` where this interpreter has pip (the user's pip configuration holds), else (a ``uv venv`` has no
+    pip) the file straight from the package index (:func:`wheel_from_index`). Checked against ``sha256``."""
+    local = [w for w in sorted(wheels_dir().glob("*.whl")) if not sha256 or sha256_of(w) == sha256]
+    if local:
+        shutil.copy(local[0], into / local[0].name)
+        return into / local[0].name
+    if importlib.util.find_spec("pip") is None:
+        try:
+            return wheel_from_index(requirement, into, sha256)
+        except (OSError, ValueError, KeyError) as exc:
+            raise AssetMissing(f"{requirement}: this Python has no pip (a uv venv?) and the index "
+                               f"{index_url()} did not give the wheel ({exc}). {wheel_advice(requirement)}") from None
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
            "-d", str(into), requirement]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     wheels = sorted(into.glob("*.whl"))
     if proc.returncode != 0 or not wheels:
-        raise AssetMissing(f"pip download {requirement} failed: {proc.stderr.strip()[-500:]}")
+        raise AssetMissing(f"pip download {requirement} failed: {proc.stderr.strip()[-500:]} "
+                           f"{wheel_advice(requirement)}")
     verify(wheels[0], sha256)
     return wheels[0]
+
+
+def wheels_dir() -> Path:
+    """Where a wheel fetched by hand is taken from (any file name; the pinned sha256 picks it)."""
+    return cache_dir() / "wheels"
+
+
+def wheel_advice(requirement: str) -> str:
+    return (f"Either give this Python pip (`uv pip install pip`, or `python -m ensurepip`) and run again, or get "
+            f"the wheel where an index is reachable (`pip download --no-deps --only-binary=:all: {requirement}`, "
+            f"or `uv run --with pip pip download ...`) and copy it into {wheels_dir()}.")
+
+
+def index_url() -> str:
+    """The package index a uv or pip user configured (uv's variables first), PyPI otherwise."""
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+        if os.environ.get(var):
+            return os.environ[var].rstrip("/")
+    return "https://pypi.org/simple"
+
+
+def wheel_from_index(requirement: str, into: Path, sha256: str | None) -> Path:
+    """A pinned wheel (``name==version``) from the index's simple API (PEP 691 JSON, or PEP 503 HTML from
+    indexes that only speak that), chosen by its sha256 (else by its version), downloaded by pooch, which
+    checks the hash again."""
+    import json
+    import re
+    import urllib.parse
+
+    name, _, version = requirement.partition("==")
+    page = f"{index_url()}/{re.sub(r'[-_.]+', '-', name).lower()}/"
+    request = urllib.request.Request(page, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        body = reply.read().decode("utf-8", "replace")
+        kind = reply.headers.get("Content-Type", "")
+    if "json" in kind:
+        files = [(f["url"], f["filename"], (f.get("hashes") or {}).get("sha256")) for f in json.loads(body)["files"]]
+    else:
+        files = [(href, href.rsplit("/", 1)[-1], digest)
+                 for href, digest in re.findall(r'href="([^"#]+)(?:#sha256=([0-9a-f]{64}))?"', body)]
+    wheels = [(url, filename) for url, filename, digest in files if filename.endswith(".whl")
+              and (digest == sha256 if sha256 and digest else f"-{version}-" in filename)]
+    if not wheels:
+        raise ValueError(f"no wheel of {requirement} with sha256 {sha256} listed at {page}")
+    url, filename = wheels[0]
+    return download_url(urllib.parse.urljoin(page, url), into, filename, sha256)
 
 
 def extract_members(archive: Path, prefixes: tuple[str, ...], strip: str, dest: Path) -> None:

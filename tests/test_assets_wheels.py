@@ -24,6 +24,8 @@ from lopd_envs import assets
 
 REPO = Path(__file__).resolve().parents[1]
 WHEEL = "demo_pkg-1.0-py3-none-any.whl"
+NETWORK = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY",
+           "http_proxy", "NO_PROXY", "no_proxy")
 
 
 def _wheel() -> bytes:
@@ -136,7 +138,9 @@ def test_bfcl_wheel_in_a_real_uv_venv(tmp_path):
                              text=True, timeout=1800)
     assert install.returncode == 0, install.stderr[-3000:]
     assert subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0, "has pip"
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LOPD_CACHE": str(tmp_path / "c")}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LOPD_CACHE": str(tmp_path / "c"),
+           # how this machine reaches the index (its proxy and CA bundle), nothing else of the caller's
+           **{k: v for k, v in os.environ.items() if k in NETWORK}}
     run = subprocess.run([str(python), "-c", "from lopd_envs import assets; print(assets.fetch_all('bfcl_v3'))"],
                          env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]

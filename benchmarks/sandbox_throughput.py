@@ -381,7 +381,7 @@ class DockerExecPerRun:
         import socket
         from types import SimpleNamespace
 
-        from lopd_envs.sandbox.base import workdir
+        from lopd_envs.sandbox.folders import workdir
 
         d, api = self._docker, self.sandbox.client.api
         with workdir(code, {}) as wd:

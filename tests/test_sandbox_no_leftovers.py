@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lopd_envs.sandbox import BubblewrapSandbox, base, cgroup
+from lopd_envs.sandbox import BubblewrapSandbox, cgroup, folders
 from lopd_envs.sandbox.spares import SpareStock
 
 BACKENDS = ["process"] + (["bubblewrap"] if BubblewrapSandbox.probe() is None else [])
@@ -95,8 +95,8 @@ def _run_child(kind: str, how: str) -> dict:
 
 
 def _own_run_folders(pid: int) -> list[str]:
-    homes = {base.workdir_root() or tempfile.gettempdir(), tempfile.gettempdir()}
-    return [path for home in homes for owner, path in base._owned_folders(home) if owner == pid]
+    homes = {folders.workdir_root() or tempfile.gettempdir(), tempfile.gettempdir()}
+    return [path for home in homes for owner, path in folders._owned_folders(home) if owner == pid]
 
 
 @pytest.mark.parametrize("how", ["exit", "close", "racing-close"])
@@ -117,9 +117,9 @@ def _dead_pid() -> int:
 
 def test_a_later_start_removes_stale_folders_of_dead_owners():
     dead = _dead_pid()
-    home = base.workdir_root() or tempfile.gettempdir()
-    stale = Path(home) / f"{base.FOLDER_PREFIX}{dead}-stale"
-    live = Path(home) / f"{base.FOLDER_PREFIX}{os.getpid()}-live"  # ours: alive, never swept by another
+    home = folders.workdir_root() or tempfile.gettempdir()
+    stale = Path(home) / f"{folders.FOLDER_PREFIX}{dead}-stale"
+    live = Path(home) / f"{folders.FOLDER_PREFIX}{os.getpid()}-live"  # ours: alive, never swept by another
     for folder in (stale, live):
         folder.mkdir()
         (folder / "main.py").write_text("pass")

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from lopd_envs.sandbox import runner, seccomp
-from lopd_envs.sandbox.base import SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, scrubbed_env, workdir
+from lopd_envs.sandbox.base import SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, scrubbed_env
+from lopd_envs.sandbox.folders import workdir
 
 HEADER = struct.Struct(">I")
 MAX_REPLY = 4 * MiB

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Callable, Hashable, Mapping, Sequence
 
 from lopd_envs.sandbox import runner
-from lopd_envs.sandbox.base import (SMALL_WORKDIR, UIDS, Interact, Limits, RunResult, Sandbox, as_root, fill_folder,
-                                    new_folder, program_size, spare_arguments)
+from lopd_envs.sandbox.base import UIDS, Interact, Limits, RunResult, Sandbox, as_root, spare_arguments
+from lopd_envs.sandbox.folders import SMALL_WORKDIR, fill_folder, new_folder, program_size
 
 ENV_SPARES = "LOPD_SANDBOX_SPARES"
 #: The adaptive stock per key: at least this many, at most :data:`MAX_SPARES` (by the peak of runs in flight).

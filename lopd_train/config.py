@@ -480,6 +480,9 @@ class EvalOutputSection:
     output: str = knob("eval", "output folder (records.jsonl, results.json, results.md, results.png)")
     resume: bool = knob(False, "skip records already in --output/records.jsonl (same settings)")
     progress: bool = knob(True, "show a progress bar")
+    report_to: str = listed("none", "trackers of the results and a table of the episodes, as lopd-train's "
+                                    "--report-to: none, tensorboard (needs torch), trackio, wandb, several at once "
+                                    "(lopd_train/evaluation/tracking.py)")
 
 
 EVAL_SECTIONS = (EvalModelSection, EvalEnvSection, EvalSamplingSection, EvalBackendSection, EvalOutputSection)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lopd_envs.sandbox import BubblewrapSandbox, cgroup, folders
+from lopd_envs.sandbox import BubblewrapSandbox, cgroup, cgroup_teardown, folders
 from lopd_envs.sandbox.spares import SpareStock
 
 BACKENDS = ["process"] + (["bubblewrap"] if BubblewrapSandbox.probe() is None else [])
@@ -125,7 +125,7 @@ def test_a_later_start_removes_stale_folders_of_dead_owners():
         (folder / "main.py").write_text("pass")
     where = cgroup.layout()  # our own lopd-sandbox-<pid> folders: a live owner's, which no sweep may remove
     live_groups = [] if where is None else [p for p in {where.memory, where.pids} if p is not None]
-    stale_groups = [folder.parent / f"{cgroup.PREFIX}{dead}" for folder in live_groups]
+    stale_groups = [folder.parent / f"{cgroup_teardown.PREFIX}{dead}" for folder in live_groups]
     for group in stale_groups:
         (group / "run-0").mkdir(parents=True)
     try:

@@ -34,6 +34,7 @@ from typing import Mapping, Sequence
 
 from lopd_envs.sandbox import cgroup
 from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user
+from lopd_envs.sandbox.cgroup_teardown import kill_until_gone
 from lopd_envs.sandbox.supervise import Supervision
 
 
@@ -363,7 +364,7 @@ def uid_pids(uid: int) -> list[int]:
 
 def kill_uid(uid: int, spare: int | None = None, patience: float = 2.0, seen: set[int] | None = None) -> bool:
     """SIGKILL every process of ``uid`` except ``spare`` until none is left (no cgroup: the fallback)."""
-    return cgroup.kill_until_gone(lambda: uid_pids(uid), spare, patience, seen)
+    return kill_until_gone(lambda: uid_pids(uid), spare, patience, seen)
 
 
 def _feed(pipe, data: bytes, close: bool = True) -> None:

@@ -1,37 +1,13 @@
-"""The program that runs INSIDE the sandbox for one EnvScaler episode (standard library only).
+"""The program that runs INSIDE the sandbox for one EnvScaler episode (standard library only), sent after
+:data:`lopd_envs.sandbox.session.CHANNEL` (``read_frame``/``write_frame``) and never imported by the host.
 
-It is sent as the session program after :data:`lopd_envs.sandbox.session.CHANNEL` (which defines
-``read_frame``/``write_frame``) and is never imported by the host. It holds the one environment instance
-of the episode and answers JSON requests:
-
-* ``create``: build the class from ``code`` as EnvScaler's runner does (exec in a fresh module
-  ``dynamic_env``; one deep copy of ``init_config``, passed as ``cls(config)`` for a non-empty dict, else
-  ``cls({})``; on ``TypeError`` ``cls()``; then every key of that same copy set as an attribute) and keep a deep copy of the state
-  (``vars(instance)`` without dunder names) as ``initial_state``;
-* ``call``: ``getattr(instance, name)(**arguments)``; the observation is ``str(result)`` (official:
-  ``f"{result}"``), capped at ``max_chars``; ``invalid`` when the instance has no such attribute
-  (the official ``hasattr`` test) or, when ``names`` is given, the name is not among them; ``failed``
-  when the result is a dict with ``"success": False`` (the convention of EnvScaler's generated methods);
-* ``snapshot``: the current state as JSON (values without a JSON form become their ``repr``);
-* ``check``: each ``check_func`` source run against the final state and/or the initial state with
-  ``initial_state`` as a global, each in its own forked child with its own deadline, one after another;
-  with ``shared`` (official grading) the checks of a state run in one forked child on one state object,
-  as the reference's do, each still under its own deadline (see ``Episode._shared_checks``).
-  A verdict is ``True`` only for a result that is the bool ``True``; a non-bool (even a truthy one) counts
-  as failed, as in EnvScaler's ``run_check_function``.
-
-Checks are isolated from each other and from the worker, so that a failing check fails only itself
-(issue 24; under ``shared`` a check can change the state the later ones see, and nothing more that a
-cleared sandbox and a new child after a failure do not undo). Under bubblewrap the worker is its PID namespace's init (``program_is_init``): a check can
-neither kill nor stop it (an init drops such signals from inside its namespace), nor trace it or open its
-files (it is not dumpable). Before each check every other process of the sandbox is killed and reaped
-(what an earlier check or the environment left running) and ``/tmp`` and ``/dev/shm`` are emptied, so
-each check starts from a clean private ``/tmp`` and a whole process budget; a check's children are the
-first the kernel kills when the sandbox's memory cgroup is full (``oom_score_adj`` 1000). Outside a PID
-namespace of its own (the unisolated process backend) none of this clearing is done: there ``/tmp`` is
-the host's and ``kill(-1)`` would reach the host user's processes.
-
-Nothing here is trusted by the host: it enforces its own deadlines and budgets on every reply.
+It holds the episode's one environment instance and answers ``create``, ``call``, ``snapshot`` and ``check``
+requests as EnvScaler's runner does. Checks are isolated from each other and from the worker (issue 24): each
+runs in a forked child under its own deadline (``shared``: one child on one state object, as the reference),
+after every other process of the sandbox is killed and ``/tmp`` and ``/dev/shm`` are emptied. That clearing is
+done only as the init of its own PID namespace (bubblewrap), where a check can also neither signal, trace nor
+read the worker; outside one (the process backend) ``kill(-1)`` would reach the host's processes. The host
+trusts no reply: it enforces its own deadlines and budgets.
 """
 import builtins
 import collections  # noqa: F401 - preloaded: generated environment classes import these
@@ -361,9 +337,7 @@ def _clear_sandbox():
     while time.monotonic() < stop:
         try:
             os.kill(-1, signal.SIGKILL)  # everyone but us; zombies count until they are reaped
-        except ProcessLookupError:
-            break
-        except OSError:
+        except OSError:  # ProcessLookupError included: no one else is left
             break
         try:
             os.waitpid(-1, 0)
@@ -401,17 +375,6 @@ def _empty(folder):
             pass
 
 
-def reap_children():
-    """Reap the children that have exited (as an init, the worker also inherits every orphan)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
 def _not_dumpable():
     """PR_SET_DUMPABLE 0: other processes of the sandbox uid (a forked check) can neither ptrace this
     worker nor open its file descriptors through /proc, so they cannot write on its channel."""
@@ -443,7 +406,7 @@ def main():
         except BaseException:  # noqa: B036
             payload = json.dumps({"ok": False, "error": "unencodable reply"}).encode()
         write_frame(payload)  # noqa: F821
-        reap_children()
+        _reap_orphans(None)  # exited children, and the orphans an init inherits
 
 
 if __name__ == "__main__":  # run as the session program; importing this file does nothing

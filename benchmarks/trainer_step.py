@@ -315,7 +315,8 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
     from lopd_train.algorithms import ALGORITHMS
     from lopd_train.algorithms.scoring import student_logits
     from lopd_train.config import TrainConfig
-    from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.experience.retriever import Retriever
     from lopd_train.training import allocator
 
     allocator.configure()  # LOPD_MALLOC, as lopd-train (the memory workers' MALLOC_MMAP_THRESHOLD_ wins over keep)

@@ -41,7 +41,7 @@ def coin_rollouts():
 
 @functools.lru_cache(maxsize=1)
 def embedder():
-    from lopd_train.experience.bank import Embedder
+    from lopd_train.experience.retriever import Embedder
 
     return Embedder()
 
@@ -58,7 +58,8 @@ def algo_setup(tmp_path, algo: str, successes=(True, False, False, False, True, 
     ``TrainConfig`` fields)."""
     from lopd_envs.trace import Trace
     from lopd_train.config import TrainConfig
-    from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.experience.retriever import Retriever
 
     kw.setdefault("baseline_semantics", "v2")  # these tests pin study v2's variants; the references': their own file
     torch.manual_seed(0)

@@ -30,7 +30,8 @@ def channel(tmp_path, composer: str, retrieval: str, steps: int, top_j: int = 1,
     from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
     from lopd_train.config import TrainConfig
-    from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.experience.retriever import Retriever
     from lopd_train.rollout.engine import make_envs, replay_trace
 
     torch.manual_seed(0)

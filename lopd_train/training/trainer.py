@@ -269,7 +269,7 @@ class Trainer:
             (self.out / "metrics.jsonl").unlink(missing_ok=True)
             (self.out / software.FILE).unlink(missing_ok=True)
         if self.bank is not None:
-            from lopd_train.experience.bank import Retriever
+            from lopd_train.experience.retriever import Retriever
 
             self.retriever = Retriever(self.bank, key="instruction" if cfg.bank_mode == "reference" else "trace")
             self.algo.retriever = self.retriever

@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     from lopd_train.config import TrainConfig
     from lopd_train.experience.build import HELD_BACK, read_held_back
     from lopd_train.latent import diagnostics
-    from lopd_train.rollout.engine import replay_trace
+    from lopd_train.rollout.replay import replay_trace
     from lopd_train.training import allocator
     from lopd_train.training.trainer import Trainer
 

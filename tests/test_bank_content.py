@@ -13,7 +13,7 @@ import pytest
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace
 from lopd_train.experience.bank import BankFileError, ExperienceBank, read_bank_file
-from lopd_train.rollout.engine import SEQUENCE_KEY
+from lopd_train.rollout.replay import SEQUENCE_KEY
 from lopd_train.training.trainer import Trainer
 from tests.test_train_trainer import tiny_cfg
 

@@ -32,7 +32,8 @@ def channel(tmp_path, composer: str, retrieval: str, steps: int, top_j: int = 1,
     from lopd_train.config import TrainConfig
     from lopd_train.experience.bank import ExperienceBank
     from lopd_train.experience.retriever import Retriever
-    from lopd_train.rollout.engine import make_envs, replay_trace
+    from lopd_train.rollout.engine import make_envs
+    from lopd_train.rollout.replay import replay_trace
 
     torch.manual_seed(0)
     base, tok = models.tiny_model()

@@ -165,7 +165,7 @@ def check_token_ids(trace: Any, vocab: int, where: str) -> None:
     """The token ids a trace carries (``attach_sequence``: what a cold start replays) are ids of a tokenizer of
     ``vocab`` tokens, with an action mask of 0/1 as long: an id outside would crash the cold start's embedding
     lookup far from the file it came from."""
-    from lopd_train.rollout.engine import SEQUENCE_KEY
+    from lopd_train.rollout.replay import SEQUENCE_KEY
 
     seq = trace.metadata.get(SEQUENCE_KEY) if isinstance(trace.metadata, dict) else None
     if seq is None:

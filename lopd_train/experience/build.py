@@ -56,7 +56,8 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     from tqdm.auto import tqdm
 
     from lopd_train.latent.context import attach_transcript
-    from lopd_train.rollout.engine import attach_sequence, run_episodes
+    from lopd_train.rollout.engine import run_episodes
+    from lopd_train.rollout.replay import attach_sequence
 
     if not tasks:
         raise ValueError("no training tasks to build the bank from (give --tasks or a category with tasks)")

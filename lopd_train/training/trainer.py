@@ -43,7 +43,8 @@ from lopd_train import models
 from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import attach_transcript
-from lopd_train.rollout.engine import Trajectory, attach_sequence, make_envs, replay_trace, run_episodes, task_ids
+from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
+from lopd_train.rollout.replay import attach_sequence, replay_trace
 from lopd_train.training import checkpoints, distributed, runrecord, software, tracking
 from lopd_train.training.errors import RunExistsError, RunInputMissing, RunSettingError
 from lopd_train.training.runlock import FolderLock

@@ -136,7 +136,7 @@ def test_a_full_disk_is_said_before_writing_and_keeps_the_last_good_checkpoint(r
 def test_a_disk_that_fills_while_writing_leaves_no_torn_checkpoint(run, tmp_path, monkeypatch):
     out = copy(run, tmp_path / "run")
     trainer = Trainer(coin(out, steps=3), resume=True)
-    real = statefile._write
+    real = statefile.write_atomic
 
     def fills(path, data):
         if path.suffix == ".safetensors":
@@ -146,7 +146,7 @@ def test_a_disk_that_fills_while_writing_leaves_no_torn_checkpoint(run, tmp_path
 
     try:
         trainer.step = 2
-        monkeypatch.setattr(statefile, "_write", fills)
+        monkeypatch.setattr(statefile, "write_atomic", fills)
         with pytest.raises(NoSpaceError, match="no space left on .*while writing the checkpoint of step 2"):
             checkpoints.save(trainer)
         assert checkpoints.latest(trainer.ckpt_dir).name == "step-000001"

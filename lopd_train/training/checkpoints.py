@@ -54,16 +54,8 @@ def check_format(path: Path) -> None:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:  # a full disk leaves no half-written temporary behind
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)
+    """``text`` into ``path`` whole or not at all (a full disk leaves no half-written temporary behind)."""
+    statefile.write_atomic(path, text.encode())
 
 
 def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:

@@ -22,6 +22,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lopd_envs.assets import sha256_of
+
 import torch
 
 FORMAT = "lopd-state/1"
@@ -90,15 +92,7 @@ def _key(k: Any, where: str) -> Any:
     return k
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """``data`` into ``path`` through a temporary file, fsynced, then renamed (never a torn ``path``)."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
@@ -131,11 +125,11 @@ def save(base: Path, state: dict[str, Any]) -> None:
     tensors: dict[str, torch.Tensor] = {}
     tree = _encode(state, "state", tensors)
     data = to_bytes(tensors, metadata={"format": FORMAT})
-    _write(tensor_path, data)
+    write_atomic(tensor_path, data)
     record = {"format": FORMAT, "tensors": {"file": tensor_path.name, "bytes": len(data),
                                             "sha256": hashlib.sha256(data).hexdigest()}, "state": tree}
     del data
-    _write(json_path, json.dumps(record, allow_nan=False).encode())
+    write_atomic(json_path, json.dumps(record, allow_nan=False).encode())
 
 
 def size_of(state: dict[str, Any]) -> int:
@@ -175,7 +169,7 @@ def load(base: Path, device: str | torch.device = "cpu") -> dict[str, Any]:
     if meta.get("file") != tensor_path.name or not tensor_path.is_file():
         raise StateFileError(f"{json_path}: its tensor file {tensor_path.name} is missing")
     size = tensor_path.stat().st_size
-    if size != meta.get("bytes") or _sha256(tensor_path) != meta.get("sha256"):
+    if size != meta.get("bytes") or sha256_of(tensor_path) != meta.get("sha256"):
         raise StateFileError(f"{tensor_path}: torn or altered ({size} bytes, its record says {meta.get('bytes')}, "
                              "or the sha256 differs); use another checkpoint")
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import functools
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lopd_train import config
+from lopd_train.usage import UsageError, one_line_errors, one_line_parser
 from lopd_train.config import TrainConfig
 from lopd_train.experience.build import HELD_BACK, build
 
@@ -41,36 +41,6 @@ minimises reverse KL over the teacher's top-M tokens + tail; the composer minimi
 plus the privileged margin beta*(m - delta) and an anchor to its cold-started latents; beta follows dual
 ascent. A cold-start phase first fits the composer on successful trajectories (--cold-start-steps).
 """
-
-
-class UsageError(SystemExit):
-    """A user's mistake on the command line (a bad option or value, a missing file, a locked folder): the
-    command prints its one-line message and exits 2. ``str()`` is the message, ``code`` 2. Anything else that
-    goes wrong stays a traceback: a bug must show where it is."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.code = 2
-
-
-def one_line_errors(main):
-    """The command's user errors (:class:`UsageError`) printed as their one line on stderr, exit status 2."""
-    @functools.wraps(main)
-    def run(argv=None):
-        try:
-            return main(argv)
-        except UsageError as exc:
-            print(str(exc), file=sys.stderr)
-            raise
-    return run
-
-
-def one_line_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """argparse's own errors (unknown option, bad choice, missing value) as one line, not usage + error."""
-    def error(message: str):
-        raise UsageError(f"{parser.prog}: error: {message} (see {parser.prog} --help)")
-    parser.error = error
-    return parser
 
 
 def run_errors() -> tuple[type[BaseException], ...]:

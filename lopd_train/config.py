@@ -582,6 +582,15 @@ def normalise(obj: Any, json_text: Sequence[str] = (), json_dict: Sequence[str] 
             setattr(obj, f.name, ",".join(str(x) for x in v))
         elif f.name in json_text and isinstance(v, dict):
             setattr(obj, f.name, json.dumps(v))
+        elif f.name in json_text and isinstance(v, str):  # text given on the command line: an object, or say so
+            try:
+                value = json.loads(v)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--{f.name.replace('_', '-')} {v!r} is not JSON ({exc.msg} at character "
+                                 f"{exc.pos}); give an object such as '{{\"few_shot\": \"simple_0\"}}'") from None
+            if not isinstance(value, dict):
+                raise ValueError(f"--{f.name.replace('_', '-')} {v!r} must be a JSON object, not "
+                                 f"{type(value).__name__}")
         elif f.name in json_dict:
             setattr(obj, f.name, {} if v is None else json.loads(v) if isinstance(v, str) else dict(v))
 

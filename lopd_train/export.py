@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from lopd_train.usage import one_line_errors, one_line_parser
+
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
@@ -81,9 +83,10 @@ def export_run(run: Path, out: Path | None = None, dtype: str = "auto", eval_dir
                                 dtype=chosen, card=card)
 
 
+@one_line_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lopd-export", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = one_line_parser(argparse.ArgumentParser(prog="lopd-export", description=__doc__.split("\n\n")[0],
+                                                     formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("run", help="a lopd-train run folder")
     parser.add_argument("--out", help="where to write the model folder (default: RUN/student)")
     parser.add_argument("--dtype", choices=DTYPES, default="auto",
@@ -97,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from lopd_train import models
 
+    if not (Path(args.run) / "config.json").is_file():
+        parser.error(f"{args.run} is not a lopd-train run folder (no config.json in it)")
     folder = export_run(Path(args.run), args.out, args.dtype, [Path(d) for d in args.eval])
     print(f"exported: {folder}")
     if args.push_to_hub:

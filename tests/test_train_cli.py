@@ -90,3 +90,22 @@ def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_aft
     assert len(held) == len(set(held)) >= 8 and set(held).isdisjoint(pool)
     assert cfg.rollout_budget == len(pool) * cfg.bank_samples + cfg.steps * cfg.tasks_per_step * cfg.group_size
     assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)
+
+
+@pytest.mark.parametrize("value, says", [("{bad", "is not JSON"), ("[1]", "must be a JSON object")])
+def test_env_kwargs_that_are_not_a_json_object_are_one_line_exit_2(capsys, value, says):
+    from lopd_train.cli import train_main
+
+    with pytest.raises(SystemExit) as exc:
+        train_main(["--env-kwargs", value])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and says in err[0] and "--env-kwargs" in err[0]
+
+
+def test_export_of_a_folder_that_is_no_run_is_one_line_exit_2(tmp_path, capsys):
+    from lopd_train.export import main
+
+    with pytest.raises(SystemExit) as exc:
+        main([str(tmp_path / "nope")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and "is not a lopd-train run folder" in err[0]

@@ -45,7 +45,7 @@ from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import attach_transcript
 from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
 from lopd_train.rollout.replay import attach_sequence, replay_trace
-from lopd_train.training import checkpoints, distributed, runrecord, software, tracking
+from lopd_train.training import allocator, checkpoints, distributed, runrecord, software, tracking
 from lopd_train.training.errors import RunExistsError, RunInputMissing, RunSettingError
 from lopd_train.training.runlock import FolderLock
 
@@ -348,6 +348,7 @@ class Trainer:
         every rank gathers the backbone with it."""
         with self.dist.unsharded(self.policy, when=self.cfg.eval_every_rollouts > 0):
             self._heldout_point(final)
+        allocator.trim()  # a phase ends: what generation held goes back before the next phase grows its own
 
     def _heldout_point(self, final: bool = False) -> None:
         if self.heldout is None:
@@ -499,6 +500,7 @@ class Trainer:
         self.heldout_point()
         if not self.cold_start_done:
             self.cold_start()
+            allocator.trim()
             self.heldout_point()
         bar = tqdm(total=cfg.steps, initial=self.step, desc=f"{cfg.algo} {cfg.env}", disable=not cfg.progress or not self.dist.is_main,
                    unit="step")

@@ -158,7 +158,7 @@ def rank_main(argv: list[str]) -> int:
         for name in ("composer", "snapshot"):
             part = getattr(trainer.algo, name, None)
             if part is not None:
-                out.update({f"{name}.qformer.{n}": p.detach().clone() for n, p in part.compressor.named_parameters()})
+                out.update({f"{name}.compressor.{n}": p.detach().clone() for n, p in part.compressor.named_parameters()})
         return out
 
     def sharded_fraction() -> float:  # the share of the backbone this rank holds (1.0 unless FSDP shards it)

@@ -53,8 +53,8 @@ knob                  reference               ours (default)          why
 ``--cold-start-steps``  1,000 at batch 8      100 at batch 8          CPU budget; the main job uses a few steps
 ``--cold-start-lr``   1e-5, AdamW defaults    1e-5, wd 0.01           same (its own optimiser, not the on-policy one)
 cold-start clips      Q-Former 30, LoRA 3     30 / 3                  same
-``--cold-start-retrieval``  own query, self   ``self``                same; ``exclude`` (study v2) is the control
-                      retrieval allowed
+``--cold-start-retrieval``  own query, self   ``auto`` (``self`` with   same; ``exclude`` (study v2) is the control,
+                      retrieval allowed       a reference bank)       the default with a dynamic bank
 ``--temperature``     0.7, top-p .95, top-k 20  0.7, 0.95, 20         same (configurable; the recorded log-probs
                                                                       are the untruncated policy's)
 ``--experience-format``  full chat transcript  ``chat``               same; ``trace`` is our compact trace

@@ -90,8 +90,16 @@ def assets_where(name: str, data_dir: str | None) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's errors (unknown option, bad choice, missing value) as one line and exit 2, not usage + error;
+    its sub-commands' parsers are of the same class."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lopd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog="lopd", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="group", required=True)
     envs = sub.add_parser("envs", help="list the environments").add_subparsers(dest="verb", required=True)
     listing = envs.add_parser("list", help="ids, categories, task counts, what data each env loaded")

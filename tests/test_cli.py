@@ -73,3 +73,13 @@ def test_assets_fetch_offline_finds_local_files_and_fails_fast_on_the_hub(capsys
     assert main(["assets", "fetch", "livecodebench"]) == 1
     assert time.monotonic() - start < 5
     assert "HF_HUB_OFFLINE is set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["envs", "list", "--bogus"], ["envs"], ["nope"], ["assets", "where"]])
+def test_lopd_command_line_mistakes_are_one_line_exit_2(argv, capsys):
+    from lopd_envs.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and err[0].startswith("lopd") and "error:" in err[0]

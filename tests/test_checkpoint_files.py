@@ -17,13 +17,9 @@ import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train.training import checkpoints, convert_checkpoint, plain, statefile
 from lopd_train.training.errors import CheckpointError, NoSpaceError
 from lopd_train.training.trainer import Trainer, train
-from tests.test_train_trainer import rows, tiny_cfg
+from tests.test_train_trainer import coin, rows
 
 DROP = ("seconds", "rollout_seconds", "update_seconds")
-
-
-def coin(out: Path, **kw):
-    return tiny_cfg(out, **{"env": "lopd-test/Coin-v0", "category": "all", "export": False, "tensorboard": False, **kw})
 
 
 @pytest.fixture(scope="module")

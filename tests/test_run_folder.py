@@ -24,13 +24,9 @@ from lopd_train.training import runrecord
 from lopd_train.training.errors import RunLockedError, RunMismatchError, RunSettingError
 from lopd_train.training.runlock import FolderLock
 from lopd_train.training.trainer import Trainer, train
-from tests.test_train_trainer import tiny_cfg
+from tests.test_train_trainer import coin
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def coin(out: Path, **kw):
-    return tiny_cfg(out, **{"env": "lopd-test/Coin-v0", "category": "all", "export": False, "tensorboard": False, **kw})
 
 
 @pytest.fixture(scope="module")

@@ -40,6 +40,11 @@ def tiny_cfg(out: Path, **kw) -> TrainConfig:
     return TrainConfig(**base)
 
 
+def coin(out: Path, **kw) -> TrainConfig:
+    """:func:`tiny_cfg` on the coin-flip test env, no export or TensorBoard: the run-folder and checkpoint tests'."""
+    return tiny_cfg(out, **{"env": "lopd-test/Coin-v0", "category": "all", "export": False, "tensorboard": False, **kw})
+
+
 @pytest.fixture(scope="module")
 def humaneval_demos(tmp_path_factory):
     """Successful traces of HumanEval+ tasks (the canonical solutions), to seed the experience bank: a tiny

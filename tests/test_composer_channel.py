@@ -332,3 +332,39 @@ def test_j3_runs_the_cold_start_the_update_and_the_pig_measurement(tmp_path, com
         torch.zeros(1, 1, algo.policy.get_base_model().config.hidden_size), torch.ones(1, 1)).shape[-1])
     before, own_minus_other = pig(algo, held, retriever)  # every condition measured with three experiences
     assert before == before and own_minus_other == own_minus_other  # finite, not NaN
+
+
+@pytest.mark.parametrize("composer", ["qformer", "perceiver"])
+def test_cold_start_step_gradient_is_the_summed_losses(tmp_path, composer):
+    """The cold start backpropagates one group's teacher graph at a time into the latents, then the encoder once
+    from their gradients: the gradient must be that of one backward of the batch's summed loss."""
+    algo, trajs, _, retriever = channel(tmp_path, composer, "self", steps=0, top_j=2)
+    items = cold_start_pairs(retriever, trajs, 2, "self")[:5]
+    params = [p for p in algo.composer_params if p.requires_grad]
+
+    def reference() -> tuple[float, list[torch.Tensor]]:
+        for p in params:
+            p.grad = None
+        by_group: dict = {}
+        for t, exps in items:
+            by_group.setdefault((tuple(t.input_ids[:t.prompt_len]), tuple(e.id for e in exps)), []).append((t, exps))
+        groups = [algo.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
+        n = sum(g.n_tokens for g in groups)
+        loss = 0.0
+        for g, z in zip(groups, algo.compose_many([(g.task, g.experiences) for g in groups])):
+            lps = algo.teacher_logprobs(g, z)
+            loss = loss + sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(lps, g.targets)) / n
+        loss.backward()
+        return float(loss.detach()), [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+
+    want_loss, want = reference()
+    got: list[torch.Tensor] = []
+    algo.step_optimizer = lambda opt, ps, clips=None: got.extend(
+        p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params)
+    for p in params:
+        p.grad = None
+    loss = algo.cold_start_step(items)
+    assert loss == pytest.approx(want_loss, rel=1e-5)
+    assert sum(float(g.abs().sum()) for g in want) > 0  # the test can fail: the encoder gets a gradient
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -504,14 +504,22 @@ class LOPD(Algorithm):
             by_group.setdefault((prompt_key(t), tuple(e.id for e in exps)), []).append((t, exps))
         groups = [self.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
         n_tokens = sum(g.n_tokens for g in groups)
-        loss = 0.0
-        for g, z in zip(groups, self.compose_many([(g.task, g.experiences) for g in groups])):  # one encoder pass
+        zs = self.compose_many([(g.task, g.experiences) for g in groups])  # one encoder pass, its graph kept
+        # The teacher's graphs one group at a time, each backward stopping at the latents; then the encoder's
+        # backward from their gradients. The same gradient as one backward of the summed loss (it is linear in
+        # the groups' terms), but one teacher graph alive instead of a batch's (the step's memory peak).
+        leaves = [z.detach().requires_grad_() for z in zs]
+        nll = 0.0
+        for g, z in zip(groups, leaves):
             t_logp = self.teacher_logprobs(g, z)
-            loss = loss + sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
+            loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
             del t_logp
-        loss.backward()
+            loss.backward()
+            nll += float(loss.detach())
+            del loss
+        torch.autograd.backward(zs, [z.grad if z.grad is not None else torch.zeros_like(z) for z in leaves])
         self.step_optimizer(self.cold_start_opt, self.composer_params, clips=self.cold_start_clips)
-        return float(loss.detach())
+        return nll
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -217,7 +217,10 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
     """The frozen teacher's sampled success rate on the trajectories' tasks: ``samples`` answers per task at
     the run's sampling settings, from the task's prompt with no context (``none``), the experiences as text
     (``text``) or their composed latents (``latent``), each answer scored by ``env`` as a one-turn episode.
-    Multi-turn tasks are scored on their first turn only (a later turn would need the context carried on)."""
+    Multi-turn tasks are scored on their first turn only (a later turn would need the context carried on).
+    Each task is sampled once, from its first trajectory: a task's trajectories share its prompt and (retrieval
+    is by instruction) its experiences, so a second would only repeat the same draw at the same odds and weigh
+    tasks with more held-back successes more."""
     from lopd_train.rollout.engine import neutral_generation_config
 
     policy, tok, cfg = algo.policy, algo.tokenizer, algo.cfg
@@ -225,7 +228,11 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
     embed = embed_tokens(policy)
     wins, total = 0, 0
     torch.manual_seed(seed)
+    seen: set[str] = set()
     for i, t in enumerate(trajectories):
+        if t.task_id in seen:
+            continue
+        seen.add(t.task_id)
         prompt = t.input_ids[:t.prompt_len]
         positions: list[int] = []
         lat = None

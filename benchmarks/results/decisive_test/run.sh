@@ -10,8 +10,10 @@
 # STAGES: which stages to run (default "build arms"); "long" runs the best arm and its control on to 1,000 steps
 # (BEST=qformer|perceiver, default qformer).
 set -u
-cd "${PIG_WORKTREE:-/work/pig57}" || exit 1
+cd "${PIG_WORKTREE:-/work/pig57b}" || exit 1
 export LOPD_DATA_DIR="${LOPD_DATA_DIR:-/work/shared/data}" PYTHONPATH="$PWD"
+# every training task's frozen prompt head cached (40 x ~30 MB), not the default 1 GiB's ~33 (an LRU thrash)
+export LOPD_PREFIX_CACHE_MB="${LOPD_PREFIX_CACHE_MB:-2048}"
 PY="${PYTHON:-/work/venv/bin/python}"
 R=benchmarks/results/decisive_test
 # 35 tasks the base model solves greedily (study v2's point 0: 25 of the 120 held-out, 10 of the 32-task pool)
@@ -31,14 +33,16 @@ if stage build; then
     --hold-back 48 --per-task 2 --formats chat --top-j 1,3 --build-only --out $R/shared >>$R/shared.log 2>&1 || exit 1
 fi
 if stage arms; then
-  arm qformer-self 1 0,200 --set cold_start_retrieval=self & a=$!
-  arm qformer-exclude 1 0,200 --set cold_start_retrieval=exclude & b=$!
+  # The Q-Former arms' 0-step point was measured at fb5127c (records/cold_start_0.jsonl, committed): the same
+  # untrained composer and LoRA, checked equal tensor by tensor, so these arms measure 200 steps only.
+  arm qformer-self 1 200 --set cold_start_retrieval=self & a=$!
+  arm qformer-exclude 1 200 --set cold_start_retrieval=exclude & b=$!
   wait $a; arm perceiver-self 1 0,200 --set composer=perceiver --set cold_start_retrieval=self & c=$!
   wait $b $c
 fi
 if stage long; then
   best=${BEST:-qformer}; extra=(); [ "$best" = perceiver ] && extra=(--set composer=perceiver)
-  arm $best-self 1 0,200,1000 --set cold_start_retrieval=self "${extra[@]}" &
-  arm $best-exclude 1 0,200,1000 --set cold_start_retrieval=exclude "${extra[@]}" &
+  arm $best-self 1 200,1000 --set cold_start_retrieval=self "${extra[@]}" &
+  arm $best-exclude 1 200,1000 --set cold_start_retrieval=exclude "${extra[@]}" &
   wait
 fi

@@ -27,7 +27,9 @@ override (``uv pip install lopd "verifiers<0.4" --override <(echo "protobuf>=6.3
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -99,7 +101,55 @@ def _answer(observation: list[dict[str, Any]], call_ids: list[str]) -> list[dict
             out.append({"role": "user", "content": f"[{m.get('name') or 'tool'} result] {content}"})
         else:
             out.append({"role": "user", "content": content})
+    return _typed(out)
+
+
+def _typed(messages: list[dict[str, Any]]) -> list[Any]:
+    """The messages as verifiers' own message types where it has them (0.3: ``vf.UserMessage``,
+    ``vf.ToolMessage``), which it would otherwise re-validate from dicts on every turn."""
+    user, tool = getattr(vf, "UserMessage", None), getattr(vf, "ToolMessage", None)
+    if user is None or tool is None:
+        return messages
+    return [tool(**m) if m["role"] == "tool" else user(**m) for m in messages]
+
+
+def strict_chat_messages(messages: list[Any]) -> list[Any]:
+    """Chat messages as strict OpenAI-compatible servers accept them: no key whose value is null (llama.cpp's
+    server answers 500 to ``"reasoning_content": null``, ``"name": null`` or ``"tool_call_id": null``, and
+    verifiers writes ``"tool_calls": null, "reasoning_content": null`` into every assistant message it sends,
+    few-shot examples included), no empty ``tool_calls`` list (OpenAI refuses ``[]``), and a ``content``
+    string wherever there are no tool calls (a message needs one or the other). Anything that is not a chat
+    message (another client's prompt format) passes unchanged."""
+    out = []
+    for message in messages:
+        if not (isinstance(message, Mapping) and "role" in message):
+            out.append(message)
+            continue
+        clean = {k: v for k, v in message.items() if v is not None and not (k == "tool_calls" and not v)}
+        if "tool_calls" in clean:
+            clean["tool_calls"] = [{k: v for k, v in call.items() if v is not None}
+                                   if isinstance(call, Mapping) else call for call in clean["tool_calls"]]
+        elif "content" not in clean:
+            clean["content"] = ""
+        out.append(clean)
     return out
+
+
+def strict_chat_client(client: Any) -> Any:
+    """verifiers' model client, sending :func:`strict_chat_messages`: a shallow copy (same HTTP client and
+    settings) whose ``to_native_prompt`` cleans what verifiers' own serialisation produced."""
+    if getattr(client, "_lopd_strict", False) or not callable(getattr(client, "to_native_prompt", None)):
+        return client
+    native = client.to_native_prompt
+
+    async def to_native_prompt(messages: Any) -> Any:
+        prompt, extra = await native(messages)
+        return (strict_chat_messages(prompt) if isinstance(prompt, list) else prompt), extra
+
+    strict = copy.copy(client)
+    strict.to_native_prompt = to_native_prompt
+    strict._lopd_strict = True
+    return strict
 
 
 class LopdVerifiersEnv(vf.MultiTurnEnv):
@@ -116,6 +166,8 @@ class LopdVerifiersEnv(vf.MultiTurnEnv):
         env = await asyncio.to_thread(gym.make, self.lopd_env, **self.lopd_kwargs)
         await asyncio.to_thread(env.reset, options={"task_id": info["task_id"]})
         self._live[state["trajectory_id"]] = env
+        if state.get("client") is not None:  # every request of this rollout, few-shot turns included
+            state["client"] = strict_chat_client(state["client"])
         state["lopd_reward"], state["lopd_success"], state["lopd_score"] = 0.0, False, None
         return state
 
@@ -130,7 +182,7 @@ class LopdVerifiersEnv(vf.MultiTurnEnv):
             state["lopd_reward"] = float(reward)
             state["lopd_success"] = bool(getattr(trace, "success", False))
             state["lopd_score"] = json.loads(json.dumps(info.get("score"), default=str))
-            state["final_env_response"] = answer or [{"role": "user", "content": "[episode over]"}]
+            state["final_env_response"] = answer or _typed([{"role": "user", "content": "[episode over]"}])
         return answer
 
     @vf.cleanup
@@ -149,17 +201,37 @@ async def lopd_success(state: vf.State, **kwargs: Any) -> float:
     return float(bool(state.get("lopd_success")))
 
 
-def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | None = None, tool_mode: str = "native",
-                     tool_syntax: str = "hermes", max_turns: int = -1, **env_kwargs: Any) -> vf.Environment:
+MODULE = __name__  # the id under which verifiers (vf.load_environment, vf-eval, its env server) imports this module
+
+
+def _task_list(tasks: Sequence[str] | str | None) -> list[str] | None:
+    """``tasks`` as a list of task ids: a list, or one comma-separated string (``"simple_0,simple_1"``)."""
+    if tasks is None:
+        return None
+    ids = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else [str(t) for t in tasks]
+    return [t for t in ids if t]
+
+
+def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | None = None,
+                     tool_mode: str = "native", tool_syntax: str = "hermes", max_turns: int = -1,
+                     **env_kwargs: Any) -> vf.Environment:
     """A verifiers environment over the lopd env ``env`` (any registered lopd id), made with ``env_kwargs``
-    (``category=...``, ``language=...``; checked strictly by the env); ``tasks``: task ids to keep (default:
-    all of the selected categories). The parameter is ``env``, not ``env_id``: ``vf.load_environment``
-    takes the module's id as its own first argument."""
+    (``category=...``, ``language=...``, ``few_shot=...``; checked strictly by the env); ``tasks``: task ids
+    to keep (a list or one comma-separated string; default: all of the selected categories). The parameter
+    is ``env``, not ``env_id``: ``vf.load_environment`` takes the module's id as its own first argument.
+
+    The environment records how to make it again: ``env_id`` is this module's import name and ``env_args``
+    holds every argument (``env``, ``tasks``, ``tool_mode``, ``tool_syntax``, ``max_turns`` and the env's
+    own keywords). verifiers' env server (``vf-eval``'s default) re-creates the environment in its worker
+    processes with ``vf.load_environment(env.env_id, **env.env_args)``, so both must load exactly this one."""
     if tool_mode not in TOOL_MODES:
         raise ValueError(f"tool_mode must be one of {TOOL_MODES}, got {tool_mode!r}")
     gym.register_envs(lopd_envs)
-    dataset = task_rows(env, env_kwargs, tasks, tool_mode, tool_syntax)
+    task_ids = _task_list(tasks)
+    dataset = task_rows(env, env_kwargs, task_ids, tool_mode, tool_syntax)
     rubric = vf.Rubric(funcs=[lopd_reward], weights=[1.0])
     rubric.add_metric(lopd_success)
+    env_args = {"env": env, "tasks": task_ids, "tool_mode": tool_mode, "tool_syntax": tool_syntax,
+                "max_turns": max_turns, **env_kwargs}
     return LopdVerifiersEnv(env, env_kwargs, dataset=dataset, eval_dataset=dataset, rubric=rubric,
-                            max_turns=max_turns, env_id=f"lopd:{env}", env_args={"env": env, **env_kwargs})
+                            max_turns=max_turns, env_id=MODULE, env_args=env_args)

@@ -1,0 +1,118 @@
+"""An OpenAI-compatible ``/v1/chat/completions`` stand-in on a local port that reads the request's messages
+as strictly as llama.cpp's server does and answers HTTP 500 to what it refuses (llama.cpp parses every
+message field into a typed value, and a null where it expects a string is a server error there):
+
+- ``tool_calls``, when present, must be a non-empty list of ``{"type": "function", "function": {"name",
+  "arguments"}}`` (``"tool_calls": null`` is what verifiers writes into every assistant message, few-shot
+  examples included; llama.cpp answers 500 to it, OpenAI refuses an empty list);
+- ``reasoning_content``, ``name`` and ``tool_call_id``, when present, must be strings (null is a 500);
+- ``content`` must be a string, a list of text parts or null, and a message needs content or tool calls;
+- a ``tool`` message needs its ``tool_call_id``.
+
+Each request is kept in ``requests`` (its body) and each refusal's reasons in ``rejected``. The answer is
+``reply(body)`` (a message dict), by default the same as ``tests/fake_openai.py``'s: the first offered tool
+called natively when ``tools`` are sent, a code block otherwise."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from tests.fake_openai import completion
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+STRING_FIELDS = ("reasoning_content", "name", "tool_call_id")
+
+
+def message_errors(messages: Any) -> list[str]:
+    """Why a strict server refuses these chat messages (empty when it accepts them)."""
+    if not isinstance(messages, list) or not messages:
+        return ["'messages' must be a non-empty array"]
+    errors = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            errors.append(f"{where} is not an object")
+            continue
+        if m.get("role") not in ROLES:
+            errors.append(f"{where}: role {m.get('role')!r}")
+        content = m.get("content")
+        if "content" in m and not (content is None or isinstance(content, str) or (
+                isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                                  and isinstance(p.get("text"), str) for p in content))):
+            errors.append(f"{where}: content must be a string, text parts or null")
+        if "tool_calls" in m:
+            calls = m["tool_calls"]
+            if not isinstance(calls, list) or not calls:
+                errors.append(f"{where}: tool_calls must be a non-empty array, got {json.dumps(calls)}")
+            else:
+                for j, call in enumerate(calls):
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    if not (isinstance(fn, dict) and call.get("type") == "function"
+                            and isinstance(fn.get("name"), str) and isinstance(fn.get("arguments"), str)
+                            and isinstance(call.get("id", ""), str)):
+                        errors.append(f"{where}.tool_calls[{j}]: {json.dumps(call)}")
+        elif content is None:
+            errors.append(f"{where}: needs 'content' or 'tool_calls'")
+        for key in STRING_FIELDS:
+            if key in m and not isinstance(m[key], str):
+                errors.append(f"{where}: {key} must be a string, got {json.dumps(m[key])}")
+        if m.get("role") == "tool" and not isinstance(m.get("tool_call_id"), str):
+            errors.append(f"{where}: a tool message needs its tool_call_id")
+    return errors
+
+
+def default_reply(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("tools"):
+        fn = body["tools"][0]["function"]["name"]
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": fn, "arguments": "{}"}}]}
+    return {"role": "assistant", "content": "```python\nprint(1)\n```"}
+
+
+class StrictServer:
+    def __init__(self, reply: Callable[[dict[str, Any]], dict[str, Any]] = default_reply):
+        self.requests: list[dict[str, Any]] = []
+        self.rejected: list[list[str]] = []
+        self.reply = reply
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                errors = message_errors(body.get("messages"))
+                with server._lock:
+                    server.requests.append(body)
+                    if errors:
+                        server.rejected.append(errors)
+                if errors:
+                    return self._send(500, {"error": {"code": 500, "type": "server_error",
+                                                      "message": "Failed to parse messages: " + "; ".join(errors)}})
+                self._send(200, completion(server.reply(body)))
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("retry-after-ms", "1")
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> "StrictServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

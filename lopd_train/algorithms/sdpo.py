@@ -25,7 +25,10 @@ tests, outcome), the reference's is the reward function's ``feedback`` string, a
 only; the reference's tool-use runs set ``include_environment_feedback=False`` (pass ``--no-sdpo-feedback`` to
 match them); for a multi-turn episode the "response" is everything after the prompt (assistant turns and the tool
 results between them), as verl's multi-turn response; no ``max_reprompt_len`` truncation (10240 tokens there);
-the success threshold is the reference's 0.5 on lopd's reward (TRL's SDPOTrainer uses 1.0).
+the success threshold is the reference's 0.5 on lopd's reward (TRL's SDPOTrainer uses 1.0); a special token's text
+that a solution spells out with ordinary tokens (e.g. ``<|im_end|>``) is removed from it
+(:func:`~lopd_train.latent.context.strip_special_text`): the reference's ``skip_special_tokens`` drops only special
+ids, and its re-tokenised reprompt would turn that text into the special id.
 
 TRL's ``SDPOTrainer`` (1.10.0.dev0) differs from the authors' code in its defaults (``distillation_mode=
 "sampled_token"``, α = 1, no tail, no feedback): ``--distill-loss sampled`` is that loss.

@@ -218,10 +218,33 @@ def strip_thinking(text: str) -> str:
     return re.sub(r"<think>.*?</think>\s*", "", text, flags=re.DOTALL)
 
 
+def special_token_texts(tokenizer) -> list[str]:
+    """The text of every special token of ``tokenizer`` (the ids ``skip_special_tokens`` drops), longest first."""
+    texts = {str(t) for t in getattr(tokenizer, "all_special_tokens", None) or []}
+    texts |= {t.content for t in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values() if t.special}
+    return sorted((t for t in texts if t), key=len, reverse=True)
+
+
+def strip_special_text(tokenizer, text: str) -> str:
+    """``text`` without any special token's text: a response can spell e.g. ``<|im_end|>`` with ordinary tokens,
+    and re-tokenising a prompt that holds it would turn it into the special id (a false end of turn)."""
+    specials = special_token_texts(tokenizer)
+    while True:  # removing one can join the pieces of another ("<|im_<|im_end|>end|>")
+        out = text
+        for s in specials:
+            out = out.replace(s, "")
+        if out == text:
+            return out
+        text = out
+
+
 def response_text(tokenizer, trajectory) -> str:
     """A rollout's response as the references use a demonstration: every id after its prompt decoded with
-    special tokens skipped (SDPO's ``tokenizer.decode(ids, skip_special_tokens=True)``), think blocks removed."""
-    return strip_thinking(tokenizer.decode(list(trajectory.input_ids[trajectory.prompt_len:]), skip_special_tokens=True))
+    special tokens skipped (SDPO's ``tokenizer.decode(ids, skip_special_tokens=True)``), any special token's text
+    the response spells out removed too (:func:`strip_special_text`; the reference keeps it), think blocks
+    removed (SDPO's ``remove_thinking_from_demonstration``)."""
+    text = tokenizer.decode(list(trajectory.input_ids[trajectory.prompt_len:]), skip_special_tokens=True)
+    return strip_thinking(strip_special_text(tokenizer, text))
 
 
 @dataclass(frozen=True)

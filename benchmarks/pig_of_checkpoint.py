@@ -48,7 +48,9 @@ def main(argv=None) -> int:
                                   tensorboard=False, export=False, threads=max(1, args.threads))
         trainer = Trainer(cfg, resume=True)
         try:
-            pig = trainer.privileged_gain()
+            from lopd_train.latent.diagnostics import PIGMetric
+
+            pig = PIGMetric(trainer.algo).measure() if hasattr(trainer.algo, "compose") else {}
             where = {"run": str(args.run), "checkpoint": args.checkpoint, "step": trainer.step,
                      "rollouts": trainer.rollouts}
         finally:

@@ -14,7 +14,7 @@ import pytest
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace, TraceError, read_traces
 from lopd_train.experience.bank import BankFileError, ExperienceBank, read_bank_file
-from lopd_train.training.trainer import copy_bank, seed_bank
+from lopd_train.experience.modes import copy_bank, seed_bank
 
 
 def trace(task_id: str = "t0", text: str = "a") -> Trace:

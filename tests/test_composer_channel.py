@@ -334,11 +334,14 @@ def test_j3_runs_the_cold_start_the_update_and_the_pig_measurement(tmp_path, com
     assert before == before and own_minus_other == own_minus_other  # finite, not NaN
 
 
-@pytest.mark.parametrize("composer", ["qformer", "perceiver"])
-def test_cold_start_step_gradient_is_the_summed_losses(tmp_path, composer):
-    """The cold start backpropagates one group's teacher graph at a time into the latents, then the encoder once
-    from their gradients: the gradient must be that of one backward of the batch's summed loss."""
+@pytest.mark.parametrize("composer,per_pass", [("qformer", 1), ("qformer", None), ("perceiver", 1),
+                                               ("perceiver", 2)])
+def test_cold_start_step_gradient_is_the_summed_losses(tmp_path, composer, per_pass):
+    """The cold start backpropagates one group's teacher graph at a time into the latents, then the encoder
+    from their gradients, over ``per_pass`` groups an encoder pass (one on a CPU, the batch elsewhere): the
+    gradient must be that of one backward of the batch's summed loss."""
     algo, trajs, _, retriever = channel(tmp_path, composer, "self", steps=0, top_j=2)
+    algo.compose_per_pass = per_pass
     items = cold_start_pairs(retriever, trajs, 2, "self")[:5]
     params = [p for p in algo.composer_params if p.requires_grad]
 

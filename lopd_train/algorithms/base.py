@@ -79,9 +79,12 @@ class Algorithm:
         self._tasks: dict[str, Any] = {}
         self._env = None
 
-    def attach_env(self, env) -> None:
+    def attach_env(self, env, run_dir=None) -> None:
         """The env the rollouts come from, for algorithms that read a task's privileged data
-        (:meth:`reference_answer`). Every algorithm is given it; most never look."""
+        (:meth:`reference_answer`) or replay traces in it (LOPD's PIG metric), and the run folder (where a
+        built bank's held-back successes are). Every algorithm is given them; most never look."""
+        self.env = env
+        self.run_dir = run_dir
         self._env = getattr(env, "unwrapped", env)
         self._tasks = {t.task_id: t for t in getattr(self._env, "tasks", None) or []}
 

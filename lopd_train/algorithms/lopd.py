@@ -387,11 +387,19 @@ class LOPD(Algorithm):
 
     def diagnostics(self, step: int, final: bool = False) -> dict[str, float]:
         """The probe NLL (:meth:`probe_nll`) every ``--probe-every`` steps and at the last one, when the composer
-        trains: a diagnostic, kept off the update (it composes and scores every probe again)."""
+        trains, and the PIG metric every ``--pig-every`` steps (:class:`~lopd_train.latent.diagnostics.PIGMetric`):
+        diagnostics, kept off the update (each composes and scores again)."""
+        out = {}
         every = self.cfg.probe_every
-        if self.cfg.freeze_composer or not self.probes or not (final or (every and step % every == 0)):
-            return {}
-        return {"probe_teacher_nll": self.probe_nll()}
+        if not self.cfg.freeze_composer and self.probes and (final or (every and step % every == 0)):
+            out["probe_teacher_nll"] = self.probe_nll()
+        if self.cfg.pig_every and step % self.cfg.pig_every == 0:  # --pig-every: the PIG metric
+            from lopd_train.latent.diagnostics import PIGMetric
+
+            if getattr(self, "_pig", None) is None:
+                self._pig = PIGMetric(self)
+            out.update(self._pig.measure())
+        return out
 
     @torch.no_grad()
     def probe_nll(self) -> float:
@@ -504,22 +512,40 @@ class LOPD(Algorithm):
             by_group.setdefault((prompt_key(t), tuple(e.id for e in exps)), []).append((t, exps))
         groups = [self.group([t for t, _ in its], its[0][1]) for its in by_group.values()]
         n_tokens = sum(g.n_tokens for g in groups)
-        zs = self.compose_many([(g.task, g.experiences) for g in groups])  # one encoder pass, its graph kept
-        # The teacher's graphs one group at a time, each backward stopping at the latents; then the encoder's
-        # backward from their gradients. The same gradient as one backward of the summed loss (it is linear in
-        # the groups' terms), but one teacher graph alive instead of a batch's (the step's memory peak).
-        leaves = [z.detach().requires_grad_() for z in zs]
+        # The gradient is a sum over groups, so it is taken a part at a time: the encoder over ``per_pass`` groups
+        # (its graph kept), each group's teacher graph backpropagated into its latents alone, then the encoder's
+        # backward from their gradients. The same gradient as one backward of the summed loss, with far less
+        # alive at once: the encoder's graph of a batch (24 sequences at J = 3, every layer's activations with
+        # LoRA) is ~10 GB for a 135M model. On a CPU one group a pass costs nothing (no launch overhead to
+        # amortise); on an accelerator the whole batch goes in one pass.
+        per_pass = self.compose_per_pass or len(groups)
         nll = 0.0
-        for g, z in zip(groups, leaves):
-            t_logp = self.teacher_logprobs(g, z)
-            loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
-            del t_logp
-            loss.backward()
-            nll += float(loss.detach())
-            del loss
-        torch.autograd.backward(zs, [z.grad if z.grad is not None else torch.zeros_like(z) for z in leaves])
+        for i in range(0, len(groups), per_pass):
+            part = groups[i:i + per_pass]
+            zs = self.compose_many([(g.task, g.experiences) for g in part])
+            leaves = [z.detach().requires_grad_() for z in zs]
+            for g, z in zip(part, leaves):
+                t_logp = self.teacher_logprobs(g, z)
+                loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
+                del t_logp
+                loss.backward()
+                nll += float(loss.detach())
+                del loss
+            torch.autograd.backward(zs, [z.grad if z.grad is not None else torch.zeros_like(z) for z in leaves])
+            del zs, leaves
         self.step_optimizer(self.cold_start_opt, self.composer_params, clips=self.cold_start_clips)
         return nll
+
+    @property
+    def compose_per_pass(self) -> int | None:
+        """Groups per encoder pass in a cold-start step: one on a CPU, all (None) elsewhere (see above)."""
+        if getattr(self, "_compose_per_pass", "unset") != "unset":
+            return self._compose_per_pass
+        return 1 if self.device.type == "cpu" else None
+
+    @compose_per_pass.setter
+    def compose_per_pass(self, n: int | None) -> None:
+        self._compose_per_pass = n
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ with and without its context (single-turn episodes: one generated answer, scored
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -265,3 +266,46 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
             wins += int(bool(getattr(trace, "success", False)))
             total += 1
     return wins / max(total, 1)
+
+
+# ----------------------------------------------------------------------------------- the run's PIG metric
+
+class PIGMetric:
+    """The PIG metric of a training run (``--pig-every``): the frozen teacher's NLL gain per token from its
+    context, on the successes held back when the bank was built (never in it): text (the retrieved
+    experiences), the composer's latents, and zero latents (a control), with bootstrap bounds. ``algo`` is
+    the run's LOPD (its env and run folder attached); empty when nothing was held back, said once."""
+
+    CONDITIONS = ("none", "text", "latent", "zero")
+
+    def __init__(self, algo):
+        self.algo = algo
+        self.held: list[Trajectory] | None = None
+        self.warned = False
+
+    def measure(self) -> dict[str, float]:
+        from lopd_train.experience.build import HELD_BACK, read_held_back
+        from lopd_train.rollout.replay import replay_trace
+
+        algo = self.algo
+        if algo.retriever is None or getattr(algo, "run_dir", None) is None:
+            return {}
+        if self.held is None:
+            self.held = [replay_trace(algo.env, algo.tokenizer, tr, algo.cfg.sampling())
+                         for tr in read_held_back(Path(algo.run_dir) / HELD_BACK)]
+        if not self.held:
+            if not self.warned:  # an empty metric must not look like a zero one
+                self.warned = True
+                from tqdm.auto import tqdm
+
+                tqdm.write(f"warning: --pig-every {algo.cfg.pig_every} measures nothing: no successes were held "
+                           "back from the bank (a run that builds its bank holds back --pig-trajectories; a bank "
+                           "from `lopd bank build` needs --hold-back N)")
+            return {}
+        exps = algo.retriever.retrieve([t.task for t in self.held], k=algo.cfg.top_j)
+        s = summary(teacher_nll(algo, self.held, exps, conditions=self.CONDITIONS), self.CONDITIONS)
+        out = {}
+        for c in self.CONDITIONS[1:]:
+            out.update({f"pig_{c}": s[c]["pig"], f"pig_{c}_low": s[c]["low"], f"pig_{c}_high": s[c]["high"],
+                        f"pig_{c}_decisive": s[c + "@decisive"]["pig"]})
+        return out

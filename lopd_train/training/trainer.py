@@ -41,10 +41,8 @@ import torch
 from lopd_envs import provenance
 from lopd_train import models
 from lopd_train.config import TrainConfig
-from lopd_train.experience.bank import trace_key
-from lopd_train.latent.context import attach_transcript
+from lopd_train.experience import modes as bank_modes
 from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
-from lopd_train.rollout.replay import attach_sequence, replay_trace
 from lopd_train.training import allocator, checkpoints, distributed, runrecord, software, tracking
 from lopd_train.training.errors import RunExistsError, RunInputMissing, RunSettingError
 from lopd_train.training.runlock import FolderLock
@@ -82,48 +80,6 @@ def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     fig.savefig(tmp, dpi=110)
     plt.close(fig)
     os.replace(tmp, out)
-
-
-def keep_tokens(t: Trajectory, tokenizer) -> None:
-    """Before a rollout goes into the bank: its full chat transcript (the encoder's ``chat`` rendering) and its
-    exact token ids (what a cold start replays) travel with its trace."""
-    attach_transcript(t.trace, tokenizer.decode(t.input_ids))
-    attach_sequence(t)
-
-
-def copy_bank(bank, source: str, held_back_path: Path | None = None, vocab: int | None = None) -> int:
-    """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one.
-    The successes it held back (``--hold-back``) are written to ``held_back_path`` for the PIG metric."""
-    from lopd_train.experience.bank import BankFileError, read_bank_file
-
-    path = Path(source)
-    if not path.is_file():
-        raise RunInputMissing(f"--bank {source}: no such file (build one with `lopd bank build`)")
-    rows, meta = read_bank_file(path, vocab)  # read-only and checked row by row (token ids against ``vocab``)
-    info = dict(meta)
-    if "provenance" not in info:
-        raise BankFileError(f"--bank {source} has no provenance: it was not written by `lopd bank build` (a "
-                            "run's dynamic bank.sqlite goes to --init-bank with --bank-mode dynamic)")
-    if held_back_path is not None and info.get("held_back"):
-        checkpoints.atomic_write(Path(held_back_path), info["held_back"])
-    return bank.insert(rows, meta)
-
-
-def seed_bank(bank, source: str, vocab: int | None = None) -> int:
-    """Add the experiences of another bank file, or of a JSONL of traces, to ``bank`` (their token ids checked
-    against a tokenizer of ``vocab`` tokens)."""
-    from lopd_envs.trace import read_traces
-    from lopd_train.experience.bank import check_token_ids
-
-    if str(source).endswith((".sqlite", ".db")):
-        return bank.merge_from(source, vocab)
-    if not Path(source).is_file():
-        raise RunInputMissing(f"--init-bank {source}: no such file (a bank .sqlite or a JSONL of traces)")
-    traces = list(read_traces(source))
-    if vocab is not None:
-        for i, t in enumerate(traces):
-            check_token_ids(t, vocab, f"{source}, trace {i + 1}")
-    return len(bank.add(traces))
 
 
 # ----------------------------------------------------------------------------------- the trainer
@@ -233,26 +189,9 @@ class Trainer:
         if cfg.gradient_checkpointing:
             models.enable_gradient_checkpointing(self.policy)
         self.bank = self.retriever = None
-        if algo_cls.uses_bank:
-            from lopd_train.experience.bank import ExperienceBank
-
-            if cfg.bank_mode == "reference" and cfg.init_bank:
-                raise RunSettingError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank with "
-                                 "--bank (lopd bank build) or let the run build one (--bank-samples)")
-            if cfg.bank and cfg.bank_mode != "reference":
-                raise RunSettingError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
-            with self.dist.main_first():  # rank 0 creates (and seeds) the one bank file, the others open it
-                if latest is None and self.dist.is_main:  # a run that died before its first checkpoint starts over
-                    for stale in self.out.glob("bank.sqlite*"):
-                        stale.unlink()
-                self.bank = ExperienceBank(self.out / "bank.sqlite")
-                if latest is None and self.dist.is_main:
-                    if cfg.init_bank:
-                        seed_bank(self.bank, cfg.init_bank, self.vocab)
-                    if cfg.bank:
-                        from lopd_train.experience.build import HELD_BACK
-
-                        copy_bank(self.bank, cfg.bank, held_back_path=self.out / HELD_BACK, vocab=self.vocab)
+        self.bank_mode = bank_modes.make(cfg) if algo_cls.uses_bank else None
+        if self.bank_mode is not None:
+            self.bank = self.bank_mode.open(self, fresh=latest is None)
         self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
         self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
@@ -272,11 +211,11 @@ class Trainer:
         if self.bank is not None:
             from lopd_train.experience.retriever import Retriever
 
-            self.retriever = Retriever(self.bank, key="instruction" if cfg.bank_mode == "reference" else "trace")
+            self.retriever = Retriever(self.bank, key=self.bank_mode.retriever_key)
             self.algo.retriever = self.retriever
 
         self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
-        self.algo.attach_env(self.envs[0])  # tasks' privileged data (OPSD's reference answers)
+        self.algo.attach_env(self.envs[0], self.out)  # tasks' privileged data (OPSD's answers), LOPD's PIG
         self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
@@ -425,45 +364,15 @@ class Trainer:
         if self.vllm is not None:
             self.vllm.sleep()  # the update's turn on the GPU
         self.rollouts += int(self.dist.sum(len(trajs))[0])  # every rank's rollouts
-        added = []
-        if self.bank is not None and self.cfg.bank_mode == "dynamic":  # a reference bank is fixed
-            for t in trajs:
-                if t.success and t.trace is not None:
-                    keep_tokens(t, self.tokenizer)
-            added = self.dist.add_to_bank(self.bank, [t.trace for t in trajs if t.success], rollout=self.rollouts)
-            if self.retriever is not None:
-                self.retriever.add(added)
-            for t in trajs:  # which bank row each success is: its own retrieval must never return it
-                if t.success and t.trace is not None:
-                    exp = self.bank.get_by_key(trace_key(t.trace))
-                    t.bank_id = exp.id if exp is not None else None
-        return trajs, len(added)
+        added = self.bank_mode.after_rollouts(self, trajs) if self.bank_mode is not None else 0
+        return trajs, added
 
     def build_bank(self) -> None:
-        """Reference mode: the fixed bank, built before training (the authors' ``build_memory_bank.py`` over
-        sampled trajectories of the training tasks). A bank given with ``--bank`` was copied in at start and
-        its rollouts are counted here; otherwise the untrained student (the base model: its LoRA starts at
-        zero) samples ``--bank-samples`` times on every training task. Either way the rollouts count in the
-        run's budget, and the provenance (model, sampling, tasks, rollouts) is kept in the bank."""
-        cfg = self.cfg
-        if self.bank is None or cfg.bank_mode != "reference" or self.bank_built:
-            return
-        with self.dist.main_first():  # data-parallel: rank 0 samples the one bank, the others read it
-            if cfg.bank or not self.dist.is_main:
-                prov = self.bank.provenance()
-                self.rollouts += int(prov.get("rollouts", 0))
-            else:
-                from lopd_train.experience.build import sample_bank
-
-                prov = sample_bank(self, self.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
-                                   progress=cfg.progress)
-                if self.vllm is not None:
-                    self.vllm.sleep()  # the cold start's turn on the GPU
-        self.retriever.sync()
-        self.bank_built = True
-        self.log({"phase": "bank", "step": 0, "rollouts": self.rollouts, "bank_size": len(self.bank),
-                  "bank_rollouts": int(prov.get("rollouts", 0)), "bank_successes": int(prov.get("successes", 0)),
-                  "bank_tasks": len(prov.get("tasks", []))})
+        """Fill the bank before training, as the bank mode does it (reference mode: the fixed bank, its
+        rollouts counted in the run's budget; :mod:`lopd_train.experience.modes`)."""
+        row = self.bank_mode.before_training(self) if self.bank_mode is not None else None
+        if row is not None:
+            self.log(row)
 
     # ------------------------------------------------------------------ loop
     def log(self, row: dict[str, Any]) -> None:
@@ -493,7 +402,7 @@ class Trainer:
         self.heldout_point()  # rollouts 0: the untrained student, before the bank and any cold start
         if not self.bank_built:
             self.build_bank()
-            if self.bank_built and cfg.bank_mode == "reference":
+            if self.bank_built:
                 checkpoints.save(self)  # the bank's rollouts are spent: a kill from here on keeps them
         # the milestone the bank crossed, taken now (step 0, the untrained student), not after the first update
         # for the algorithms without a cold start (SDPO, SDFT, Skill-SD)
@@ -513,9 +422,7 @@ class Trainer:
                 metrics = self.algo.update(trajs)
                 self.step += 1
                 final = self.step >= cfg.steps or bool(cfg.rollout_budget and self.rollouts >= cfg.rollout_budget)
-                metrics.update(self.algo.diagnostics(self.step, final))  # e.g. LOPD's probe NLL, off the update
-            if cfg.pig_every and self.step % cfg.pig_every == 0:
-                metrics.update(self.privileged_gain())
+                metrics.update(self.algo.diagnostics(self.step, final))  # e.g. LOPD's probe NLL and PIG
             last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),
                     **metrics, "bank_added": added, "bank_size": len(self.bank) if self.bank is not None else 0,
                     "rollout_seconds": t_roll, "update_seconds": time.time() - t0 - t_roll,
@@ -550,65 +457,10 @@ class Trainer:
         return {"step": self.step, "rollouts": self.rollouts, "last": last,
                 "exported": str(exported) if exported else None}
 
-    def privileged_gain(self) -> dict[str, float]:
-        """The PIG metric (``--pig-every``; :mod:`lopd_train.latent.diagnostics`): the frozen teacher's NLL gain per
-        token from its context, on the successes held back when the bank was built (never in it): text (the
-        retrieved experiences), the composer's latents, and zero latents (a control), with bootstrap bounds.
-        LOPD only (the others have no latents); empty when nothing was held back."""
-        from lopd_train.experience.build import HELD_BACK, read_held_back
-        from lopd_train.latent import diagnostics
-
-        if not hasattr(self.algo, "compose") or self.retriever is None:
-            return {}
-        if getattr(self, "_pig_held", None) is None:
-            self._pig_held = [replay_trace(self.envs[0], self.tokenizer, tr, self.cfg.sampling())
-                              for tr in read_held_back(self.out / HELD_BACK)]
-        if not self._pig_held:
-            if not getattr(self, "_pig_warned", False):  # say it once: an empty metric must not look like a zero one
-                self._pig_warned = True
-                from tqdm.auto import tqdm
-
-                tqdm.write(f"warning: --pig-every {self.cfg.pig_every} measures nothing: no successes were held back "
-                           "from the bank (a run that builds its bank holds back --pig-trajectories; a bank from "
-                           "`lopd bank build` needs --hold-back N)")
-            return {}
-        held = self._pig_held
-        exps = self.retriever.retrieve([t.task for t in held], k=self.cfg.top_j)
-        conditions = ("none", "text", "latent", "zero")
-        s = diagnostics.summary(diagnostics.teacher_nll(self.algo, held, exps, conditions=conditions), conditions)
-        out = {}
-        for c in conditions[1:]:
-            out.update({f"pig_{c}": s[c]["pig"], f"pig_{c}_low": s[c]["low"], f"pig_{c}_high": s[c]["high"],
-                        f"pig_{c}_decisive": s[c + "@decisive"]["pig"]})
-        return out
-
     # ------------------------------------------------------------------ cold start
     def cold_start_data(self) -> list[Trajectory]:
-        """Successful trajectories to cold-start on: the bank's seeded traces (``--init-bank``) replayed as
-        token sequences, then on-policy rollout batches until ``cold_start_min_successes`` exist (at most
-        ``cold_start_max_batches``; greedy ones with ``cold_start_greedy``)."""
-        from lopd_envs.trace import Trace
-
-        cfg = self.cfg
-        data: list[Trajectory] = []
-        if cfg.cold_start_steps <= 0:
-            return data  # nothing to fit: the algorithm refuses or logs the empty cold start
-        env_id = getattr(self.envs[0].unwrapped, "env_id", "")
-        for k, exp in enumerate(self.bank.all() if self.bank is not None else []):
-            trace = Trace.from_json(exp.trace)
-            if not exp.success or trace.env_id != env_id or (self.task_pool and trace.task_id not in self.task_pool):
-                continue  # a failure, or another env's (category's) experience: no prompt to replay it in
-            t = replay_trace(self.envs[0], self.tokenizer, trace, cfg.sampling(), group=-(k + 1))
-            t.bank_id = exp.id
-            data.append(t)
-        if cfg.bank_mode == "reference":
-            return data  # the cold start fits the composer on the fixed bank's successes (the authors' SFT file)
-        batches = 0
-        while self.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes and batches < cfg.cold_start_max_batches:
-            trajs, _ = self.rollout_batch(greedy=cfg.cold_start_greedy)
-            data += trajs
-            batches += 1
-        return data
+        """Successful trajectories to cold-start on, as the bank mode gives them."""
+        return self.bank_mode.cold_start_data(self) if self.bank_mode is not None else []
 
     def cold_start(self) -> None:
         """The cold-start phase: collect successes, fit the composer (one metrics row per step: the NLL

@@ -35,10 +35,11 @@ fi
 if stage arms; then
   # The Q-Former arms' 0-step point was measured at fb5127c (records/cold_start_0.jsonl, committed): the same
   # untrained composer and LoRA, checked equal tensor by tensor, so these arms measure 200 steps only.
-  arm qformer-self 1 200 --set cold_start_retrieval=self & a=$!
-  arm qformer-exclude 1 200 --set cold_start_retrieval=exclude & b=$!
-  wait $a; arm perceiver-self 1 0,200 --set composer=perceiver --set cold_start_retrieval=self & c=$!
-  wait $b $c
+  # all three at once, one thread each (a cold-start step keeps ~2 GB alive on a CPU: one group at a time)
+  arm qformer-self 1 200 --set cold_start_retrieval=self &
+  arm qformer-exclude 1 200 --set cold_start_retrieval=exclude &
+  arm perceiver-self 1 0,200 --set composer=perceiver --set cold_start_retrieval=self &
+  wait
 fi
 if stage long; then
   best=${BEST:-qformer}; extra=(); [ "$best" = perceiver ] && extra=(--set composer=perceiver)

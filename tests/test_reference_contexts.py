@@ -2,7 +2,8 @@
 is another group success's response text in the reference's template, the prompt is rebuilt token by token as
 the chat template renders the reference's messages, and the response ids are kept as sampled.
 
-Not yet here: the same rendering for a BFCL and a HumanEval+ task (needs their data and the SmolLM2 tokenizer)."""
+The same rendering for a real BFCL-v3 and HumanEval+ task with SmolLM2's tokenizer is
+``tests/test_baseline_context_tokens.py``."""
 
 from __future__ import annotations
 

@@ -2,11 +2,14 @@
 
 TRL offers three ways in: ``reward_funcs`` (score a single completion), ``environment_factory`` (an object
 whose public methods TRL exposes as tools and calls itself) and ``rollout_func`` (the caller produces the
-completions, token ids and sampler log-probs). lopd envs fit the last one:
+completions, token ids and sampler log-probs). This module is the third; the other two are
+:mod:`lopd_train.integrations.trl_env` and :mod:`lopd_train.integrations.trl_reward`. lopd envs fit the last
+one most closely:
 
 * a lopd env owns its tools **per task** (each BFCL or ACEBench task brings its own functions) and parses,
   executes and scores the calls itself, while ``environment_factory`` fixes one tool set per environment
-  class when the trainer is built and lets TRL parse and run the calls: neither holds for a benchmark env;
+  class when the trainer is built and lets TRL parse and run the calls (``trl_env`` bridges the two with
+  generic ``call_function``/``reply`` tools);
 * ``rollout_func`` lets the episode run exactly as in ``lopd-train``: :func:`lopd_train.rollout.engine.run_episodes`
   plays the whole multi-turn episode with the trainer's current model, keeping every token id and sampler
   log-probability as sampled, so nothing is re-tokenised between turns. The env's answers (tool results,

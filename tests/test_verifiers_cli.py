@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +26,9 @@ if not hasattr(vf, "MultiTurnEnv"):
 from lopd_train.integrations.verifiers import MODULE, strict_chat_messages  # noqa: E402
 from tests.strict_openai import StrictServer, message_errors  # noqa: E402
 
-VF_EVAL = Path(sys.executable).parent / "vf-eval"
+BIN = Path(sys.executable).parent
+VF_EVAL, VF_INSTALL = BIN / "vf-eval", BIN / "vf-install"
+REPO = Path(__file__).resolve().parent.parent
 GOLD = {"Calculate the factorial of 5 using math functions.": "[math.factorial(number=5)]"}  # simple_1
 DEMO = {"role": "assistant", "content": "[calculate_triangle_area(base=10, height=5, unit='units')]"}  # simple_0
 
@@ -133,3 +136,53 @@ def test_vf_eval_with_its_env_server_honours_every_env_arg(bfcl_data, tmp_path):
     assert "died" not in (run / "env_server.log").read_text()
     metadata = json.loads((run / "metadata.json").read_text())
     assert metadata["env_args"] == {**args, "tool_syntax": "hermes"}
+
+
+LOAD_EVERY_PACKAGE = """
+import json, verifiers as vf
+from tests.test_verifiers_adapter import SETTINGS
+from lopd_envs.registration import ENV_ENTRY_POINTS
+out = {}
+for name, module in [("lopd-bfcl", "lopd_bfcl"), ("lopd-acebench", "lopd_acebench"), ("lopd-envscaler", "lopd_envscaler"),
+                     ("lopd-humanevalplus", "lopd_humanevalplus"), ("lopd-mbppplus", "lopd_mbppplus"),
+                     ("lopd-livecodebench", "lopd_livecodebench")]:
+    lopd_env = __import__(module).LOPD_ENV
+    env = vf.load_environment(name, **SETTINGS[lopd_env])
+    row = json.loads(env.eval_dataset[0]["info"])
+    out[name] = [env.env_id, env.env_args, row["lopd_env"], __import__(module).__file__]
+print(json.dumps(out))
+"""
+
+
+def test_vf_install_a_package_per_benchmark_then_vf_eval_one(bfcl_data, tmp_path):
+    """``vf-install <name> -p environments`` (verifiers' own install command, from the local folder) for each
+    benchmark package, which then loads through ``vf.load_environment("<name>")`` serving its lopd id, and
+    ``vf-eval lopd-bfcl -a '{...}'`` with the env server on: the worker re-loads the package itself."""
+    path = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"  # as in an activated venv: vf-install runs `uv pip`
+    if shutil.which("uv", path=path) is None:
+        if os.environ.get("CI"):
+            pytest.fail("uv is not installed: vf-install needs it")
+        pytest.skip("uv is not installed (pip install uv): vf-install needs it; NOT tested")
+    env = {**os.environ, "PATH": path}
+    for folder in sorted(p.name for p in (REPO / "environments").iterdir() if (p / "pyproject.toml").exists()):
+        done = subprocess.run([str(VF_INSTALL), folder.replace("_", "-"), "-p", str(REPO / "environments")],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    probe = subprocess.run([sys.executable, "-c", LOAD_EVERY_PACKAGE], capture_output=True, text=True, env=env,
+                           cwd=REPO, timeout=600)
+    assert probe.returncode == 0, probe.stderr[-3000:]
+    loaded = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert len(loaded) == 6
+    for name, (env_id, env_args, lopd_env, module_file) in loaded.items():
+        assert env_id == name and "env" not in env_args and lopd_env.startswith("lopd/")
+        assert Path(module_file).parent == REPO / "environments" / name.replace("-", "_")  # the local folder
+
+    args = {"category": "simple", "tasks": "simple_7,simple_1", "tool_mode": "text"}
+    with StrictServer(reply=gold_reply) as server:
+        _, rows, run = vf_eval("lopd-bfcl", args, server, tmp_path / "out")
+    assert server.rejected == [] and all("tools" not in body for body in server.requests)
+    assert [r["reward"] for r in rows] == [0.0, 1.0] and not any(r.get("error") for r in rows)
+    assert "Successfully loaded environment 'lopd-bfcl'" in (run / "env_worker_0.log").read_text()
+    metadata = json.loads((run / "metadata.json").read_text())
+    assert metadata["env_args"] == {"category": "simple", "tasks": ["simple_7", "simple_1"], "tool_mode": "text",
+                                    "tool_syntax": "hermes", "max_turns": -1}

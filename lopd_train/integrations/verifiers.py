@@ -235,3 +235,16 @@ def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | N
                 "max_turns": max_turns, **env_kwargs}
     return LopdVerifiersEnv(env, env_kwargs, dataset=dataset, eval_dataset=dataset, rubric=rubric,
                             max_turns=max_turns, env_id=MODULE, env_args=env_args)
+
+
+# The per-benchmark packages (environments/lopd_<name>/, verifiers' Environments Hub layout) are thin
+# ``load_environment`` functions over this one.
+def benchmark_environment(module: str, env: str, **arguments: Any) -> vf.Environment:
+    """``load_environment`` of a per-benchmark package: :func:`load_environment` with ``env`` fixed, recorded
+    as made by the package (``module``: its module's import name; the id is the package's, ``lopd-bfcl``,
+    which verifiers imports as ``lopd_bfcl``) with the package's own arguments, so that verifiers' env server
+    re-loads it through the package."""
+    environment = load_environment(env=env, **arguments)
+    environment.env_id = module.replace("_", "-")
+    environment.env_args = {k: v for k, v in environment.env_args.items() if k != "env"}
+    return environment

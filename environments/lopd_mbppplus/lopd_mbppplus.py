@@ -1,0 +1,30 @@
+"""MBPP+ (evalplus) from lopd (``lopd/MBPPPlus-v0``) as a verifiers environment (verifiers' Environments Hub layout:
+``vf-install lopd-mbppplus -p environments`` from lopd's checkout): the real lopd env (its prompts, parsing,
+simulators or sandbox, and official scoring) played by verifiers' own rollout loop, the env's outcome score as the
+reward (``lopd_train.integrations.verifiers``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+try:
+    from lopd_train.integrations.verifiers import benchmark_environment
+except ModuleNotFoundError as exc:  # lopd is a prerequisite (not on PyPI), not a dependency: see pyproject.toml
+    if exc.name != "lopd_train":
+        raise
+    raise ModuleNotFoundError(
+        "lopd-mbppplus runs lopd's environments: install lopd into this environment first (from lopd's checkout: "
+        "uv pip install -e . 'verifiers>=0.1.9,<0.4' --override <(echo 'protobuf>=6.31.1'))") from exc
+
+LOPD_ENV = "lopd/MBPPPlus-v0"
+
+
+def load_environment(tasks: Sequence[str] | str | None = None, tool_mode: str = "native",
+                     tool_syntax: str = "hermes", max_turns: int = -1, **env_kwargs: Any):
+    """``lopd/MBPPPlus-v0`` as a ``vf.MultiTurnEnv``, one dataset row per task. ``tasks``: task ids to keep (a list
+    or one comma-separated string); ``tool_mode``: ``"native"`` (the task's functions as tool definitions) or
+    ``"text"`` (listed in the prompt, for servers without tool calling); ``tool_syntax``: the text protocol's call
+    syntax; ``max_turns``: verifiers' turn limit (-1: the env's own rules); ``env_kwargs``: the env's own keywords
+    (category="plus", sandbox settings, ...), checked strictly by the env."""
+    return benchmark_environment(__name__, LOPD_ENV, tasks=tasks, tool_mode=tool_mode, tool_syntax=tool_syntax,
+                                 max_turns=max_turns, **env_kwargs)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 #: ``source`` values: the benchmark's own files; a local file standing in for the release (MBPP+'s
-#: pre-release); lopd's bundled sample problems; lopd's own environments in the benchmark's format.
-SOURCES = ("official", "stand-in", "bundled", "ours")
+#: pre-release); lopd's bundled sample problems; lopd's own environments in the benchmark's format; a file
+#: the user named through the benchmark's own override variable (evalplus's ``HUMANEVAL_OVERRIDE_PATH``).
+SOURCES = ("official", "stand-in", "bundled", "ours", "override")
 
 _hashes: dict[tuple[str, int, int], str] = {}
 _lock = threading.Lock()

@@ -151,10 +151,15 @@ examples:
   lopd-eval --model Qwen/Qwen3-4B --backend openai --base-url http://127.0.0.1:8000/v1 --env lopd/ACEBench-v0
   lopd-eval --output evals/bfcl --resume ...            # continue after an interruption (same settings)
   lopd-eval --config my_eval.toml                        # keys: the option names (model, env = [...], ...)
+  lopd-eval --score-samples samples.jsonl --output evals/he-scored   # an evalplus samples file, no model
+  lopd-eval --score-bfcl result/my-model --output evals/bfcl-scored  # bfcl-eval's result files, no model
 
 outputs in --output: records.jsonl (one line per task and sample, append-only), results.json (scores with
 each leaderboard's own aggregation, model/adapter/data hashes, settings, package versions, timings),
-results.md (table), results.png (bar chart).
+results.md (table), results.png (bar chart); after a run on HumanEval+, MBPP+ or BFCL-v3, official/ holds the
+answers as evalplus samples (humaneval.jsonl, mbpp.jsonl) and bfcl-eval result files
+(bfcl_result/<model>/BFCL_v3_<category>_result.json), with manifest.json, for the official tools.
+HUMANEVAL_OVERRIDE_PATH / MBPP_OVERRIDE_PATH (evalplus's variables) replace the dataset file, as in evalplus.
 """
 
 
@@ -164,13 +169,16 @@ def eval_parser() -> argparse.ArgumentParser:
                             "a served model) on lopd envs with each benchmark's own leaderboard aggregation.",
                             EVAL_EPILOG, dict_settings=config.EVAL_JSON)
     p.add_argument("--out", help=argparse.SUPPRESS)  # the earlier single-JSON output, still written when given
+    from lopd_train.evaluation.external import add_arguments
+
+    add_arguments(p)  # --score-samples, --score-bfcl: score files generated elsewhere
     return one_line_parser(p)
 
 
-def eval_config_from_args(argv: list[str] | None = None):
+def eval_config_from_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None):
     from lopd_train.evaluation import EvalConfig
 
-    parser = eval_parser()
+    parser = parser or eval_parser()
     try:
         cfg, args = config.parse(EvalConfig, parser, argv)
     except (ValueError, TypeError) as exc:
@@ -184,7 +192,16 @@ def eval_config_from_args(argv: list[str] | None = None):
 
 @one_line_errors
 def eval_main(argv: list[str] | None = None) -> int:
-    cfg, args = eval_config_from_args(argv)
+    from lopd_train.evaluation import external
+
+    parser = eval_parser()
+    given = parser.parse_args(argv)  # --help and argparse's own errors first
+    if external.wanted(given):  # score files generated elsewhere: no model, no generation
+        from lopd_train.evaluation import report
+
+        print(report.markdown(external.main(parser, argv, given)))
+        return 0
+    cfg, args = eval_config_from_args(argv, parser)
     quiet_known_warnings()
     from lopd_train import evaluation
     from lopd_train.evaluation.backends import BackendError
@@ -196,6 +213,9 @@ def eval_main(argv: list[str] | None = None) -> int:
     try:
         with FolderLock(cfg.output, "lopd-eval"):  # one evaluation per output folder
             results = evaluation.run_eval(cfg)
+            from lopd_train.evaluation.official_files import write_official_files
+
+            write_official_files(cfg, cfg.output)  # official/: evalplus samples, bfcl-eval result files
     except (RecordsError, RunLockedError, SelectionError, BackendError) as e:
         # a damaged records.jsonl on --resume (which line), a folder in use, an env, category or task that does
         # not exist, a dead server or a refused key: the user's to fix, one line

@@ -1,10 +1,15 @@
 """HumanEval+ / MBPP+ data: the release files (declared here with their pinned sources and hashes, and
 MBPP+'s pre-release as a stand-in for its release), read through lopd's one data reader (so a broken
 ``.jsonl.gz`` is one error naming the file and line) and then evalplus's own steps, so that inputs are
-deserialised exactly as evalplus does it."""
+deserialised exactly as evalplus does it.
+
+evalplus's ``HUMANEVAL_OVERRIDE_PATH`` / ``MBPP_OVERRIDE_PATH`` are honoured as evalplus honours them: when set
+(non-empty), the file they name is the dataset, whatever the data folder or ``version=`` say; the env's
+provenance then has ``source="override"`` and its origin names the variable."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -29,10 +34,40 @@ PROBLEM_FIELDS = {"task_id": str, "prompt": str, "entry_point": str, "canonical_
                   "contract": str, "base_input": list, "plus_input": (list, dict), "atol": (int, float)}
 
 
+#: evalplus 0.3.1's variables naming a file that replaces the release (``evalplus/data/{humaneval,mbpp}.py``)
+OVERRIDE_VARIABLES = {"humaneval": "HUMANEVAL_OVERRIDE_PATH", "mbpp": "MBPP_OVERRIDE_PATH"}
+
+
+def override_path(dataset: str) -> Path | None:
+    """The file evalplus's override variable for ``dataset`` names, or None when it is unset or empty (as
+    evalplus reads it). A name that is not a file is an error naming the variable."""
+    variable = OVERRIDE_VARIABLES.get(dataset)
+    value = os.environ.get(variable, "") if variable else ""
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise DataFileError(path, f"named by {variable}, but there is no such file")
+    return path
+
+
+def override_variable(path: Path) -> str | None:
+    """The override variable that names ``path`` now, if one does."""
+    for variable in OVERRIDE_VARIABLES.values():
+        value = os.environ.get(variable, "")
+        if value and Path(value).expanduser() == Path(path):
+            return variable
+    return None
+
+
 def dataset_path(dataset: str, data_dir: str | None = None, version: str = "auto") -> Path:
-    """Where the dataset file is. MBPP+: ``version="auto"`` takes the official v0.2.0 when present, else a
+    """Where the dataset file is. The file named by evalplus's override variable first, when set (as evalplus
+    does). MBPP+: ``version="auto"`` takes the official v0.2.0 when present, else a
     pre-release ``MbppPlus-*.jsonl.gz`` found in a data folder (its declared stand-in), else downloads
     v0.2.0; ``"v0.2.0"`` takes the release only; another tag names a pre-release file."""
+    override = override_path(dataset)
+    if override is not None:
+        return override
     if dataset == "humaneval":
         return assets.locate(EVALPLUS, HUMANEVAL_FILE, data_dir)
     if version in ("auto", "v0.2.0"):
@@ -41,7 +76,11 @@ def dataset_path(dataset: str, data_dir: str | None = None, version: str = "auto
 
 
 def origin_label(path: Path) -> str:
-    """What ``lopd envs list`` says the env loaded (a pre-release standing in for a release says so)."""
+    """What ``lopd envs list`` says the env loaded (a pre-release standing in for a release says so, and so
+    does a file named by evalplus's override variable)."""
+    variable = override_variable(path)
+    if variable:
+        return f"data found: {path} (from {variable})"
     if path.name in EVALPLUS.files:
         return f"data found: {path}"
     stood_for = next((rel for rel, pattern in EVALPLUS.stand_ins.items() if path.match(pattern)), None)
@@ -49,9 +88,14 @@ def origin_label(path: Path) -> str:
 
 
 def provenance_of(dataset: str, path: Path) -> Provenance:
-    """The release file read, or a pre-release standing in for the release (``source="stand-in"``)."""
+    """The release file read, a pre-release standing in for the release (``source="stand-in"``), or the file
+    evalplus's override variable names (``source="override"``, the variable in ``origin``)."""
     name = "HumanEval+" if dataset == "humaneval" else "MBPP+"
     version = path.name.removesuffix(".gz").removesuffix(".jsonl").split("-", 1)[-1]
+    variable = override_variable(path)
+    if variable:
+        return Provenance(name, "override", path.name.removesuffix(".gz").removesuffix(".jsonl"),
+                          f"{variable}={path}", (path,))
     return Provenance(name, "official" if path.name in EVALPLUS.files else "stand-in", version, str(path.parent),
                       (path,))
 

@@ -278,3 +278,68 @@ class HeldoutEval:
             self.pool.shutdown(wait=True)
         for env in self.envs:
             env.close()
+
+
+# ----------------------------------------------------------------------------------- a run's evaluators
+
+def make_evaluators(cfg, out: Path, env_kwargs: dict[str, Any], task_pool: list[str], rollouts: int,
+                    resumed: bool) -> tuple[list["HeldoutEval"], list[str]]:
+    """A training run's evaluators (none when ``--eval-every-rollouts`` is 0): the held-out tasks (greedy),
+    and the training tasks beside them with ``--eval-training-tasks``; and the training pool without the
+    held-out tasks. A resumed run drops points past its checkpoint; a new run drops any earlier run's points
+    in the folder, or adopts the untrained student's from ``--eval-start-from``."""
+    if cfg.eval_every_rollouts <= 0:
+        return [], task_pool
+    import sys
+
+    from lopd_train.evaluation.backends import Sampling
+
+    extra = cfg.eval_env_kwargs
+    kwargs = {**env_kwargs, **(json.loads(extra) if isinstance(extra, str) else dict(extra))}  # TOML: a table
+    held = cfg.eval_tasks.split(",") if cfg.eval_tasks else HeldoutEval.all_tasks(cfg.env, kwargs)
+    task_pool = disjoint_task_pools(task_pool, held, explicit_train=bool(cfg.tasks))
+    sampling = Sampling(temperature=0.0, max_new_tokens=cfg.max_new_tokens,
+                        max_sequence_tokens=cfg.max_sequence_tokens, tool_syntax=cfg.tool_syntax,
+                        tool_prompt=cfg.tool_prompt, seed=cfg.seed)
+    evaluators = [HeldoutEval(out, cfg.env, kwargs, held, cfg.eval_every_rollouts, sampling,
+                              batch_size=cfg.eval_batch_size, seed=cfg.seed)]
+    if cfg.eval_training_tasks:
+        evaluators.append(HeldoutEval(out, cfg.env, env_kwargs, task_pool, cfg.eval_every_rollouts, sampling,
+                                      batch_size=cfg.eval_batch_size, seed=cfg.seed, filename=TRAIN_EVAL_FILE,
+                                      label="training tasks"))
+    if resumed:
+        for e in evaluators:
+            e.truncate_after(rollouts)
+    else:  # a new run: no point of an earlier run in this folder may stand in for one of this run
+        for e in evaluators:
+            e.path.unlink(missing_ok=True)
+        if cfg.eval_start_from:  # the untrained student's points, from a run of the same evaluation settings
+            for line in adopt_start_points(evaluators, Path(cfg.eval_start_from), cfg.to_dict()):
+                print(f"--eval-start-from: {line}", file=sys.stderr)
+    return evaluators, task_pool
+
+
+def evaluate_due(evaluators: Sequence["HeldoutEval"], policy, tokenizer, rollouts: int, step: int, final: bool,
+                 tracker=None) -> None:
+    """Each evaluator's point if one is due (the student adapter, greedy, no graph), printed to stderr so the
+    main job shows the student before and after, each set named, and sent to the tracker."""
+    import sys
+
+    import torch
+    from tqdm.auto import tqdm
+
+    from lopd_train import models
+
+    for evaluator in evaluators:
+        policy.eval()
+        with torch.no_grad(), models.adapter(policy, "student"):
+            point = evaluator.maybe_evaluate(policy, tokenizer, rollouts, step, final=final)
+        policy.train()
+        if point is None:
+            continue
+        tqdm.write(f"{evaluator.label} after {point['rollouts']} rollouts (step {point['step']}): mean reward "
+                   f"{point['mean_reward']:.3f}, success {point['success_rate']:.1%} of {point['n']} tasks",
+                   file=sys.stderr)
+        if tracker is not None:
+            tag = "heldout" if evaluator.label == "held-out" else "train_eval"
+            tracker.log_scalars({f"{tag}/mean_reward": point["mean_reward"]}, point["rollouts"])

@@ -19,10 +19,10 @@ Run folder::
     student/           the exported student: merged weights, a plain transformers folder
 
 The settings are :class:`lopd_train.config.TrainConfig`; writing, finding and reading checkpoints is
-:mod:`lopd_train.training.checkpoints`. The module stays over 400 lines because :class:`Trainer` is the one
-place the phases of a run meet (model and bank set-up, held-out points, rollout batches, the reference bank,
-the cold start, the update loop, the PIG metric), each a short method over the same state; split across
-files they would each need the whole trainer anyway.
+:mod:`lopd_train.training.checkpoints`. The trainer is the loop and its set-up, read top to bottom: set-up
+(:meth:`Trainer._build`, in named builders), the bank (:mod:`lopd_train.experience.modes`: one object per
+``--bank-mode``), the cold start, then per step rollout, update (with the algorithm's own diagnostics, e.g.
+LOPD's probe NLL and PIG metric), log, checkpoint and held-out point (:mod:`lopd_train.training.heldout`).
 """
 
 from __future__ import annotations
@@ -43,81 +43,14 @@ from lopd_train import models
 from lopd_train.config import TrainConfig
 from lopd_train.experience import modes as bank_modes
 from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
+from lopd_train.training.plots import plot_curve
 from lopd_train.training import allocator, checkpoints, distributed, runrecord, software, tracking
-from lopd_train.training.errors import RunExistsError, RunInputMissing, RunSettingError
+from lopd_train.training.envs import check_env, run_env_kwargs
+from lopd_train.training.errors import RunExistsError, RunSettingError
 from lopd_train.training.runlock import FolderLock
 
 
-# ----------------------------------------------------------------------------------- small utilities
-
-def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from lopd_train.evaluation.records import read_records
-
-    rows = [r for r in read_records(metrics_path) if "reward_mean" in r and r.get("phase") == "train"]
-    if not rows:
-        return
-    x = [r["rollouts"] for r in rows]
-    y = [r["reward_mean"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(x, y, marker="o", lw=1, label="mean reward per step")
-    if len(y) >= 3:
-        w = max(2, len(y) // 5)
-        smooth = np.convolve(y, np.ones(w) / w, mode="valid")
-        ax.plot(x[w - 1:], smooth, lw=2, label=f"moving average ({w})")
-    ax.set_xlabel("rollouts")
-    ax.set_ylabel("reward")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    tmp = out.with_name(f".{out.stem}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, out)
-
-
 # ----------------------------------------------------------------------------------- the trainer
-
-def run_env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """The ``gym.make`` keyword arguments of the run's training env."""
-    kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
-    if cfg.category:
-        cats = cfg.category.split(",")
-        kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    if cfg.data_dir:
-        kwargs.setdefault("data_dir", cfg.data_dir)
-    if cfg.max_turns:
-        kwargs.setdefault("max_turns", cfg.max_turns)
-    return kwargs
-
-
-def check_env(cfg: TrainConfig, kwargs: dict[str, Any]) -> dict[str, Any] | None:
-    """Build the run's env once before any model loads, so an unknown env id or keyword arguments the env
-    refuses stop the run at once (not after the model has loaded); returns its data provenance. The random
-    generators are left as they were: building an env here changes no number of the run."""
-    import gymnasium
-
-    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        (env,) = make_envs(cfg.env, 1, **kwargs)
-    except (gymnasium.error.Error, TypeError, ValueError, KeyError, FileNotFoundError) as exc:
-        shown = f" with {json.dumps(kwargs, default=str)}" if kwargs else ""
-        raise RunSettingError(f"--env {cfg.env}{shown}: {str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__}") from None
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
-    try:
-        return provenance.of(env) if getattr(env.unwrapped, "provenance", None) is not None else None
-    finally:
-        env.close()
-
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, resume: bool = False):
@@ -140,6 +73,48 @@ class Trainer:
             self.lock.release()
 
     def _build(self, resume: bool) -> None:
+        """Set-up, in order: what the folder's run is (checked before anything loads), the model with its
+        adapters, the bank, the algorithm, the restored checkpoint, the envs and held-out evaluators, the run's
+        record files and the tracker. The random generators are restored last."""
+        latest = self._check_folder(resume)
+        env_kwargs = run_env_kwargs(self.cfg)
+        self.data_provenance = check_env(self.cfg, env_kwargs) if self.dist.is_main else None
+        if self.record is not None:
+            runrecord.check_data(self.record, self.data_provenance, self.out)
+        if latest is None and self.cfg.init_from:
+            latest = checkpoints.fork(self, Path(self.cfg.init_from))
+        self._load_policy()
+        self.bank_mode = bank_modes.make(self.cfg) if self.algo_cls.uses_bank else None
+        self.bank = self.bank_mode.open(self, fresh=latest is None) if self.bank_mode is not None else None
+        self.retriever = None
+        self.algo = self.algo_cls(self.policy, self.tokenizer, self.cfg, self.bank, None)
+        self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
+        self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
+        self.dist.prepare_model(self.policy)  # FSDP: the backbone sharded per decoder layer (all adapters exist now)
+        rng = self._restore(latest)
+        if self.bank is not None:
+            from lopd_train.experience.retriever import Retriever
+
+            self.retriever = self.algo.retriever = Retriever(self.bank, key=self.bank_mode.retriever_key)
+        self.envs = make_envs(self.cfg.env, self.cfg.tasks_per_step * self.cfg.group_size, **env_kwargs)
+        self.algo.attach_env(self.envs[0], self.out)  # tasks' privileged data (OPSD's answers), LOPD's PIG
+        self.task_pool = self.cfg.tasks.split(",") if self.cfg.tasks else task_ids(self.envs[0])
+        self.pool = ThreadPoolExecutor(max_workers=max(1, self.cfg.env_workers))
+        self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
+        if self.dist.is_main:
+            self._write_run_files()
+        else:
+            self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
+        self.tracker = self._make_tracker(resumed=latest is not None)
+        if self.dist.world_size > 1:  # identical initial weights above; from here on each rank its own samples
+            random.seed(self.dist.rank_seed(self.cfg.seed))
+            torch.manual_seed(self.dist.rank_seed(self.cfg.seed))
+        if rng is not None:  # last, so that nothing built above draws from the restored generators
+            checkpoints.set_rng_state(rng, self.np_rng)
+
+    def _check_folder(self, resume: bool):
+        """The newest checkpoint (None: a new run); refuses a folder that holds another run, or a run without
+        ``--resume``; threads and the algorithm name checked first."""
         from lopd_train.algorithms import ALGORITHMS
 
         cfg = self.cfg
@@ -151,6 +126,7 @@ class Trainer:
             models.warn_oversubscribed(torch.get_num_threads(), models.busy_cores(), os.cpu_count() or 1)
         if cfg.algo not in ALGORITHMS:
             raise RunSettingError(f"unknown algo {cfg.algo!r}; choose from {sorted(ALGORITHMS)}")
+        self.algo_cls = ALGORITHMS[cfg.algo]
         latest = checkpoints.latest(self.ckpt_dir)
         if latest is not None and not resume:
             raise RunExistsError(f"{self.out} already holds checkpoints; pass --resume to continue the run or "
@@ -159,27 +135,22 @@ class Trainer:
         self.record = runrecord.saved(self.out) if latest is not None else None
         if self.record is not None:
             runrecord.check_settings(self.record, cfg.to_dict(), self.out)
-        env_kwargs = run_env_kwargs(cfg)
-        self.data_provenance = check_env(cfg, env_kwargs) if self.dist.is_main else None
-        if self.record is not None:
-            runrecord.check_data(self.record, self.data_provenance, self.out)
-        if latest is None and cfg.init_from:
-            latest = checkpoints.fork(self, Path(cfg.init_from))
+        return latest
+
+    def _load_policy(self) -> None:
+        """The backbone with its LoRA adapters: "student", and the algorithm's own (LOPD's composer encoder and
+        its snapshot); the seeds set first, so the adapters' initial weights are the seed's."""
+        cfg = self.cfg
         self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
                        if cfg.device == "auto" else torch.device(cfg.device))
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.np_rng = np.random.default_rng(self.dist.rank_seed(cfg.seed))  # each rank its own tasks
-
-        # policy: one backbone, LoRA adapters "student" (+ "composer" for LOPD)
         backbone, self.tokenizer = models.load_backbone(cfg.model, self.device, cfg.dtype)
         targets = cfg.lora_targets if cfg.lora_targets == "all-linear" else cfg.lora_targets.split(",")
-        lcfg = models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)
-        algo_cls = ALGORITHMS[cfg.algo]
-        self.algo_cls = algo_cls
-        adapters = {"student": lcfg}
-        for name, prefix in algo_cls.extra_adapters.items():  # e.g. LOPD's composer encoder and its snapshot
+        adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)}
+        for name, prefix in self.algo_cls.extra_adapters.items():
             adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),
                                                 targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
@@ -188,128 +159,62 @@ class Trainer:
         self.vllm = self.make_vllm()  # None with --rollout-backend hf
         if cfg.gradient_checkpointing:
             models.enable_gradient_checkpointing(self.policy)
-        self.bank = self.retriever = None
-        self.bank_mode = bank_modes.make(cfg) if algo_cls.uses_bank else None
-        if self.bank_mode is not None:
-            self.bank = self.bank_mode.open(self, fresh=latest is None)
-        self.algo = algo_cls(self.policy, self.tokenizer, cfg, self.bank, None)
-        self.algo.dist = self.dist  # gradients and the dual statistic averaged over the ranks
-        self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
-        self.dist.prepare_model(self.policy)  # FSDP: the backbone sharded per decoder layer (all adapters exist now)
 
+    def _restore(self, latest):
+        """The run's counters, from ``latest`` when resuming (its RNG state returned, set last by the caller);
+        a new run clears what a run that died before its first checkpoint left."""
         self.step = 0
         self.rollouts = 0
         self.bank_built = False
         self.cold_start_progress = 0  # composer steps of the cold start already taken (resumed inside it)
-        self.cold_start_done = not algo_cls.has_cold_start  # 0 steps: refused unless --allow-empty-cold-start
-        rng = None
+        self.cold_start_done = not self.algo_cls.has_cold_start  # 0 steps: refused unless --allow-empty-cold-start
         if latest is not None:
-            rng = checkpoints.load(self, latest)
-        elif self.dist.is_main:  # a run that died before its first checkpoint starts over
+            return checkpoints.load(self, latest)
+        if self.dist.is_main:
             (self.out / "metrics.jsonl").unlink(missing_ok=True)
             (self.out / software.FILE).unlink(missing_ok=True)
-        if self.bank is not None:
-            from lopd_train.experience.retriever import Retriever
+        return None
 
-            self.retriever = Retriever(self.bank, key=self.bank_mode.retriever_key)
-            self.algo.retriever = self.retriever
+    def _write_run_files(self) -> None:
+        """``run.json`` (once, at the start), ``config.json``, this start's software versions, the data's
+        provenance (source, version, file hashes: for the model card and whoever reads the run)."""
+        cfg = self.cfg
+        if self.record is None or not (self.out / runrecord.RUN_FILE).is_file():
+            runrecord.write(self.out, runrecord.record(cfg.to_dict(), self.data_provenance))
+        checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
+        software.record(self.out, self.step, self.rollouts)  # a resume may run other versions
+        if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
+            checkpoints.atomic_write(self.out / "provenance.json", json.dumps(provenance.of(self.envs[0]), indent=2))
 
-        self.envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
-        self.algo.attach_env(self.envs[0], self.out)  # tasks' privileged data (OPSD's answers), LOPD's PIG
-        self.task_pool = cfg.tasks.split(",") if cfg.tasks else task_ids(self.envs[0])
-        self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.env_workers))
-        self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
-        if self.dist.is_main:
-            if self.record is None or not (self.out / runrecord.RUN_FILE).is_file():  # written once, at the start
-                runrecord.write(self.out, runrecord.record(cfg.to_dict(), self.data_provenance))
-            checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
-            software.record(self.out, self.step, self.rollouts)  # this start's versions (a resume may differ)
-            if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
-                # which data the run reads (source, version, file hashes), for the model card and whoever reads it
-                checkpoints.atomic_write(self.out / "provenance.json",
-                                         json.dumps(provenance.of(self.envs[0]), indent=2))
-        else:
-            self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
-        self.tracker = None
-        if self.dist.is_main:  # --report-to (--no-tensorboard drops TensorBoard from it)
-            report_to = [t for t in tracking.parse_report_to(cfg.report_to) if cfg.tensorboard or t != "tensorboard"]
-            self.tracker = tracking.Tracker(report_to, self.out, run_name=self.out.name, config=cfg.to_dict(),
-                                            resume=latest is not None, purge_step=self.step + 1 if self.step else None)
-        if self.dist.world_size > 1:  # identical initial weights above; from here on each rank its own samples
-            random.seed(self.dist.rank_seed(cfg.seed))
-            torch.manual_seed(self.dist.rank_seed(cfg.seed))
-        if rng is not None:  # last, so that nothing built above draws from the restored generators
-            checkpoints.set_rng_state(rng, self.np_rng)
+    def _make_tracker(self, resumed: bool):
+        """``--report-to`` on rank 0 (``--no-tensorboard`` drops TensorBoard from it); None elsewhere."""
+        cfg = self.cfg
+        if not self.dist.is_main:
+            return None
+        report_to = [t for t in tracking.parse_report_to(cfg.report_to) if cfg.tensorboard or t != "tensorboard"]
+        return tracking.Tracker(report_to, self.out, run_name=self.out.name, config=cfg.to_dict(), resume=resumed,
+                                purge_step=self.step + 1 if self.step else None)
 
     def make_heldout(self, env_kwargs: dict[str, Any], resumed: bool):
-        """The held-out evaluator (None when off); takes the held-out tasks out of the training pool."""
-        if self.cfg.eval_every_rollouts <= 0:
-            return None
-        from lopd_train.evaluation.backends import Sampling
-        from lopd_train.training.heldout import HeldoutEval, disjoint_task_pools
+        """The held-out evaluator (None when off), with the training-tasks one beside it when asked; takes the
+        held-out tasks out of the training pool (:func:`lopd_train.training.heldout.make_evaluators`)."""
+        from lopd_train.training.heldout import make_evaluators
 
-        cfg = self.cfg
-        extra = cfg.eval_env_kwargs
-        kwargs = {**env_kwargs, **(json.loads(extra) if isinstance(extra, str) else dict(extra))}  # TOML: a table
-        held = cfg.eval_tasks.split(",") if cfg.eval_tasks else HeldoutEval.all_tasks(cfg.env, kwargs)
-        self.task_pool = disjoint_task_pools(self.task_pool, held, explicit_train=bool(cfg.tasks))
-        sampling = Sampling(temperature=0.0, max_new_tokens=cfg.max_new_tokens,
-                            max_sequence_tokens=cfg.max_sequence_tokens, tool_syntax=cfg.tool_syntax,
-                            tool_prompt=cfg.tool_prompt, seed=cfg.seed)
-        heldout = HeldoutEval(self.out, cfg.env, kwargs, held, cfg.eval_every_rollouts, sampling,
-                              batch_size=cfg.eval_batch_size, seed=cfg.seed)
-        evaluators = [heldout]
-        if cfg.eval_training_tasks:
-            from lopd_train.training.heldout import TRAIN_EVAL_FILE
-
-            evaluators.append(HeldoutEval(self.out, cfg.env, env_kwargs, self.task_pool, cfg.eval_every_rollouts,
-                                          sampling, batch_size=cfg.eval_batch_size, seed=cfg.seed,
-                                          filename=TRAIN_EVAL_FILE, label="training tasks"))
-        self.evaluators = evaluators
-        if resumed:
-            for e in evaluators:
-                e.truncate_after(self.rollouts)
-        else:  # a new run: no point of an earlier run in this folder may stand in for one of this run
-            for e in evaluators:
-                e.path.unlink(missing_ok=True)
-            if cfg.eval_start_from:  # the untrained student's points, from a run of the same evaluation settings
-                import sys
-
-                from lopd_train.training.heldout import adopt_start_points
-
-                for line in adopt_start_points(evaluators, Path(cfg.eval_start_from), cfg.to_dict()):
-                    print(f"--eval-start-from: {line}", file=sys.stderr)
-        return heldout
+        self.evaluators, self.task_pool = make_evaluators(self.cfg, self.out, env_kwargs, self.task_pool,
+                                                          self.rollouts, resumed)
+        return self.evaluators[0] if self.evaluators else None
 
     def heldout_point(self, final: bool = False) -> None:
         """Evaluate on the held-out tasks if a rollout milestone is due (after the checkpoint that holds it), or
         at the end of the run (``final``) if no point holds the last student yet. Rank 0 evaluates; under FSDP
         every rank gathers the backbone with it."""
-        with self.dist.unsharded(self.policy, when=self.cfg.eval_every_rollouts > 0):
-            self._heldout_point(final)
+        from lopd_train.training.heldout import evaluate_due
+
+        if self.heldout is not None:
+            with self.dist.unsharded(self.policy, when=self.cfg.eval_every_rollouts > 0):
+                evaluate_due(self.evaluators, self.policy, self.tokenizer, self.rollouts, self.step, final,
+                             self.tracker)
         allocator.trim()  # a phase ends: what generation held goes back before the next phase grows its own
-
-    def _heldout_point(self, final: bool = False) -> None:
-        if self.heldout is None:
-            return
-        import sys
-
-        from tqdm.auto import tqdm
-
-        for evaluator in self.evaluators:
-            self.policy.eval()
-            with torch.no_grad(), models.adapter(self.policy, "student"):
-                point = evaluator.maybe_evaluate(self.policy, self.tokenizer, self.rollouts, self.step, final=final)
-            self.policy.train()
-            if point is None:
-                continue
-            # printed (stderr), so the main job shows the student before and after, each set named
-            tqdm.write(f"{evaluator.label} after {point['rollouts']} rollouts (step {point['step']}): mean reward "
-                       f"{point['mean_reward']:.3f}, success {point['success_rate']:.1%} of {point['n']} tasks",
-                       file=sys.stderr)
-            if self.tracker is not None:
-                tag = "heldout" if evaluator.label == "held-out" else "train_eval"
-                self.tracker.log_scalars({f"{tag}/mean_reward": point["mean_reward"]}, point["rollouts"])
 
     # ------------------------------------------------------------------ rollouts
     def make_vllm(self):

@@ -10,7 +10,7 @@
 # STAGES: which stages to run (default "build arms"); "long" runs the best arm and its control on to 1,000 steps
 # (BEST=qformer|perceiver, default qformer).
 set -u
-cd "${PIG_WORKTREE:-/work/pig57b}" || exit 1
+cd "${PIG_WORKTREE:-/work/pig57c}" || exit 1
 export LOPD_DATA_DIR="${LOPD_DATA_DIR:-/work/shared/data}" PYTHONPATH="$PWD"
 # every training task's frozen prompt head cached (40 x ~30 MB), not the default 1 GiB's ~33 (an LRU thrash)
 export LOPD_PREFIX_CACHE_MB="${LOPD_PREFIX_CACHE_MB:-2048}"

@@ -378,7 +378,7 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
     measured if it is stopped)."""
     import torch
 
-    from lopd_train.algorithms.scoring import decoder
+    from lopd_train.scoring import decoder
 
     bodies = {v: env["plain"].get_decoder() if v == BASELINE else decoder(env["policy"]) for v in args.variants}
     prompts = synthetic_prompts(env["tokenizer"], max(args.batches), args.prompt_tokens)

@@ -168,7 +168,7 @@ def main(argv=None) -> int:
         restore(algo, state)
         report, done = state["report"], int(state["done"])
         print(f"resumed at {done} cold-start steps ({saved})", flush=True)
-    from lopd_train.training import software  # each start's versions, with the cold-start steps it starts from
+    from lopd_train import software  # each start's versions, with the cold-start steps it starts from
 
     report.setdefault("software", []).append({"cold_start_steps": done, **software.snapshot()})
     print(f"bank: {len(trainer.bank)} experiences from {prov['rollouts']} rollouts ({prov['successes']} successes); "
@@ -260,7 +260,7 @@ def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
     optimisers in the algorithm's state, as a trainer checkpoint keeps them), atomically, as a trainer
     checkpoint is written: tensors and plain data (state.safetensors + state.json), never a pickle."""
     from lopd_train import models
-    from lopd_train.training import statefile
+    from lopd_train import statefile
 
     lora = models.adapter_state(algo.policy)
     statefile.save(saved / "state", {"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,
@@ -279,7 +279,7 @@ def restore(algo, state: dict) -> None:
 def load_state(saved: Path, args) -> dict | None:
     """The saved state, or None (nothing saved yet: start afresh); refuses a state of other arguments, and a
     state.pt of the earlier pickle format (reading a pickle can run code)."""
-    from lopd_train.training import statefile
+    from lopd_train import statefile
 
     if not statefile.exists(saved / "state"):
         if (saved / "state.pt").exists():

@@ -543,10 +543,10 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
 
 def software_lines(out: Path, runs: Sequence[Run]) -> list[str]:
     """The report's software section: each stack (the versions a run's numbers depend on,
-    ``lopd_train.training.software.NUMERIC``) with the runs, and the steps, that ran on it; runs that recorded
+    ``lopd_train.software.NUMERIC``) with the runs, and the steps, that ran on it; runs that recorded
     none (started before lopd recorded it) are named as such. Runs on different stacks are compared all the
     same; the section says where that happened."""
-    from lopd_train.training import software
+    from lopd_train import software
 
     stacks: dict[str, list[str]] = {}
     unknown = []

@@ -232,7 +232,7 @@ class PeakRSS:
 def synthetic_batch(tokenizer, args, rng):
     from lopd_envs.trace import Trace
     from lopd_train import models
-    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import Trajectory
 
     def tool(i):
@@ -291,7 +291,7 @@ def sample_completions(policy, tokenizer, trajectories, args) -> None:
     import torch
 
     from lopd_train import models
-    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import SamplingConfig, generate
 
     torch.manual_seed(0)
@@ -313,7 +313,7 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
 
     from lopd_train import models
     from lopd_train.algorithms import ALGORITHMS
-    from lopd_train.algorithms.scoring import student_logits
+    from lopd_train.scoring import student_logits
     from lopd_train.config import TrainConfig
     from lopd_train.experience.bank import ExperienceBank
     from lopd_train.experience.retriever import Retriever
@@ -621,7 +621,7 @@ def held_back_student_kl(algo, trajectories) -> float:
 
     from lopd_train.algorithms import losses
     from lopd_train.algorithms.base import Batch
-    from lopd_train.algorithms.scoring import score_group
+    from lopd_train.scoring import score_group
 
     members_of = Batch(trajectories).groups_of()
     total, n_tokens = 0.0, 0
@@ -790,7 +790,7 @@ def explain_worker(args) -> dict:
     import torch
 
     from lopd_train.algorithms.base import Batch
-    from lopd_train.algorithms.scoring import score_group
+    from lopd_train.scoring import score_group
 
     _, trajectories, objs, tmp, (policy, _, _) = setup(args, ["grpo", "lopd"])
     lopd = objs["lopd"]

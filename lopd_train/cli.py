@@ -48,9 +48,9 @@ def run_errors() -> tuple[type[BaseException], ...]:
     remedy (everything else is a bug and stays a traceback)."""
     from lopd_envs.trace import TraceError
     from lopd_train.algorithms.lopd import ColdStartError
-    from lopd_train.evaluation.records import RecordsError
+    from lopd_train.records import RecordsError
     from lopd_train.experience.bank import BankFileError
-    from lopd_train.training.errors import RunError
+    from lopd_train.errors import RunError
     from lopd_train.training.heldout import StartPointError
 
     return ColdStartError, BankFileError, TraceError, RecordsError, StartPointError, RunError
@@ -205,10 +205,10 @@ def eval_main(argv: list[str] | None = None) -> int:
     quiet_known_warnings()
     from lopd_train import evaluation
     from lopd_train.evaluation.backends import BackendError
-    from lopd_train.evaluation.records import RecordsError
+    from lopd_train.records import RecordsError
     from lopd_train.evaluation.selection import SelectionError
-    from lopd_train.training.errors import RunLockedError
-    from lopd_train.training.runlock import FolderLock
+    from lopd_train.errors import RunLockedError
+    from lopd_train.runlock import FolderLock
 
     try:
         with FolderLock(cfg.output, "lopd-eval"):  # one evaluation per output folder

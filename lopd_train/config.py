@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from lopd_envs.options import check_choice
-from lopd_train.training import tracking
+from lopd_train import tracking
 
 if TYPE_CHECKING:
-    from lopd_train.rollout.engine import SamplingConfig
+    from lopd_train.sampling import SamplingConfig
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # lopd_train.models.DEFAULT_MODEL (not imported: it pulls in torch)
 ALGORITHM_NAMES = ("lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla")  # lopd_train.algorithms.ALGORITHMS
@@ -328,7 +328,7 @@ class LoggingSection:
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")
     report_to: str = listed("tensorboard", "trackers of every metric and of the rollout tables: none, tensorboard, "
-                                           "trackio, wandb, several at once (lopd_train/training/tracking.py)")
+                                           "trackio, wandb, several at once (lopd_train/tracking.py)")
     push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
                                          "Face hub model repository at the end (lopd-export does it later)")
     rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
@@ -366,7 +366,7 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
     text live), checked when it is built."""
 
     def sampling(self, records_top_m: bool = False) -> SamplingConfig:
-        from lopd_train.rollout.engine import SamplingConfig
+        from lopd_train.sampling import SamplingConfig
 
         return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                               top_k=self.top_k, top_p=self.top_p,

@@ -51,7 +51,7 @@ def heldout_results(run: Path) -> list[dict[str, Any]]:
     path = run / "heldout.jsonl"
     if not path.is_file():
         return []
-    from lopd_train.evaluation.records import read_records
+    from lopd_train.records import read_records
 
     rows = read_records(path)
     return [{k: r.get(k) for k in ("rollouts", "step", "mean_reward", "success_rate", "n")} for r in rows]

@@ -301,7 +301,8 @@ def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tm
 
 def test_trace_text_matches_the_banked_rendering(tmp_path):
     _, _, cfg, trajs, algo = algo_setup(tmp_path, "sdpo")
-    from lopd_train.latent.context import attach_transcript, experience_text
+    from lopd_train.latent.context import experience_text
+    from lopd_train.rollout.replay import attach_transcript
 
     t = trajs[0]
     attach_transcript(t.trace, "FULL TRANSCRIPT")

@@ -96,7 +96,7 @@ def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
     """A mixed batch (group 0: one success of three; group 1: all three succeed), then the same rollouts all
     failed; the student's weights after each update and the number of sequences each update scored."""
     from lopd_train.algorithms import grpo
-    from lopd_train.algorithms.scoring import score_groups as real
+    from lopd_train.scoring import score_groups as real
 
     _, _, cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, True), lr=3e-2)
     scored: list[int] = []
@@ -152,7 +152,7 @@ def test_ema_teacher_starts_as_the_student_and_follows_the_ema_rule(tmp_path):
 
 
 def test_ema_teacher_scores_with_the_ema_weights_not_the_base_model(tmp_path):
-    from lopd_train.algorithms.scoring import score_group
+    from lopd_train.scoring import score_group
 
     policy, _, cfg, trajs, algo = algo_setup(tmp_path, "opsd", teacher="ema", ema_decay=0.0, lr=3e-2)
     algo.update(trajs)  # decay 0: the EMA teacher is now exactly the updated student

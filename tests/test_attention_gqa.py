@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import score_group
+from lopd_train.scoring import score_group
 
 
 @pytest.fixture()

@@ -182,7 +182,7 @@ def test_the_perceivers_shared_block_is_applied_depth_times(policy):
 
 
 def test_gradients_reach_the_encoder_lora_and_the_resampler(policy):
-    from lopd_train.algorithms.scoring import teacher_logits
+    from lopd_train.scoring import teacher_logits
 
     peft_model, tok = policy
     comp = Composer(peft_model, tok, num_queries=3, kind="perceiver", depth=2)

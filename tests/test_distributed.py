@@ -7,7 +7,7 @@ and :class:`~lopd_train.training.trainer.Trainer`, and each rank then writes wha
 successes it sampled) to ``rank-<r>.pt``, which the tests compare.
 
 On CPUs accelerate starts several processes only through its torchrun launcher (``--multi_gpu``; plain
-``--cpu --num_processes N`` starts one process unless MPI is installed), and ``lopd_train.training.distributed`` then
+``--cpu --num_processes N`` starts one process unless MPI is installed), and ``lopd_train.distributed`` then
 picks gloo because no GPU is there; see examples/accelerate/README.md.
 """
 

@@ -1,4 +1,4 @@
-"""FSDP2 (``lopd_train.training.distributed.Sharded``): the backbone sharded per decoder layer, the adapters replicated.
+"""FSDP2 (``lopd_train.distributed.Sharded``): the backbone sharded per decoder layer, the adapters replicated.
 
 Fast tests, in this process: what a launch's FSDP settings become (accelerate's own parser), the wrapping
 plan (which modules get their own ``fully_shard``), the refusals, and the sharded tiny model on a one-rank
@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.training import distributed, statefile
+from lopd_train import distributed
+from lopd_train import statefile
 from tests.test_distributed import accelerate_available, launch_runs, ranks
 
 FSDP_ENV = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
@@ -122,7 +123,7 @@ def one_rank_group(tmp_path):
 
 
 def sharded(policy, settings=distributed.FSDPSettings()):
-    """A :class:`~lopd_train.training.distributed.Sharded` over the current group without accelerate's state."""
+    """A :class:`~lopd_train.distributed.Sharded` over the current group without accelerate's state."""
     dist = distributed.Sharded.__new__(distributed.Sharded)
     dist.settings, dist.units, dist._depth = settings, [], 0
     dist.units = distributed.shard_backbone(policy, settings, torch.device("cpu"))
@@ -133,7 +134,7 @@ def test_sharded_backbone_scores_like_the_plain_one(one_rank_group, tmp_path):
     from torch.distributed.fsdp import FSDPModule
     from torch.distributed.tensor import DTensor
 
-    from lopd_train.algorithms.scoring import score_group
+    from lopd_train.scoring import score_group
 
     policy, _ = tiny_policy()
     plain, _ = tiny_policy()

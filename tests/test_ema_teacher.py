@@ -13,7 +13,7 @@ import torch
 
 from lopd_train import models
 from lopd_train.algorithms.ema import EMATeacher, FactorEMATeacher, lora_delta
-from lopd_train.algorithms.scoring import score_group
+from lopd_train.scoring import score_group
 
 
 def tiny_policy():

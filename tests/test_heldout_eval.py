@@ -293,7 +293,7 @@ def test_a_run_records_its_software_at_each_start_and_point_zero_is_only_taken_f
     on resume; a run that starts over (no checkpoint) starts the file afresh. ``--eval-start-from`` takes point 0 only from a
     source whose first start ran on the same torch/transformers/peft/tokenizers/python; another stack, or one
     not recorded (an older run: taken, and said), is named."""
-    from lopd_train.training import software
+    from lopd_train import software
 
     source = tmp_path / "source"
     train(cfg(source, steps=1))
@@ -331,7 +331,7 @@ def test_the_same_cpu_model_on_another_kernel_level_is_another_stack():
     differed from step 1: the CPU's kernel level and bf16 hardware are part of the stack, so such a move shows
     in a run's stacks and ``--eval-start-from`` evaluates point 0 again. Older lines (no kernel level, or the
     model alone) keep what they recorded."""
-    from lopd_train.training import software
+    from lopd_train import software
 
     old = {"python": "3.11.7", "packages": {"torch": "2.13.0"}, "cpu": {"model": "AMD EPYC", "native_bf16": False}}
     new = dict(old, cpu={"model": "AMD EPYC", "native_bf16": True, "kernels": "AVX512"})

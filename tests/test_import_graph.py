@@ -124,6 +124,33 @@ def test_the_environments_never_import_the_trainer():
     assert upward == []
 
 
+#: The trainer's floors, bottom up: a module imports only modules on its own floor or below. The base holds what
+#: several steps share (models, configuration, sampling settings, scoring, state files, records, tracking, the
+#: distributed and run-folder pieces); then one floor per pipeline step; the command line on top.
+TRAINER_FLOORS = {"rollout": 1, "experience": 2, "latent": 3, "algorithms": 4, "evaluation": 5, "export": 6,
+                  "training": 7, "integrations": 8, "cli": 9, "testing": 10}
+
+
+def trainer_floor(module: str) -> int:
+    """A ``lopd_train`` module's floor: its folder's (or, for a top-level module, its own name's), else the base."""
+    parts = module.split(".")
+    return TRAINER_FLOORS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((m, d) for m, deps in graph.items() if m.startswith("lopd_train") for d in deps
+                  if d.startswith("lopd_train") and trainer_floor(d) > trainer_floor(m))
+
+
+def test_every_trainer_arrow_points_down():
+    graph = import_graph(modules())
+    assert upward_arrows(graph) == []
+    # the check can fail: an arrow from the rollout floor up to the trainer is seen
+    assert upward_arrows({"lopd_train.rollout.engine": {"lopd_train.training.trainer"}}) == [
+        ("lopd_train.rollout.engine", "lopd_train.training.trainer")]
+    assert trainer_floor("lopd_train.scoring") == 0 and trainer_floor("lopd_train.algorithms") == 4
+
+
 #: "No module over ~400 lines without a reason written in its docstring" (issue 26): above this a module's
 #: opening docstring must say why it is long ("... long because ...", "... over 400 lines mostly because ...").
 LONG = 420

@@ -13,7 +13,7 @@ import torch
 
 from lopd_train import models
 from lopd_train.algorithms import losses
-from lopd_train.algorithms.scoring import score_group, teacher_logits
+from lopd_train.scoring import score_group, teacher_logits
 from lopd_train.latent import context
 from tests.test_train_composer import lopd_setup
 
@@ -298,7 +298,7 @@ def test_anchor_grows_once_the_composer_moves_away_from_the_snapshot(tmp_path):
 # --------------------------------------------------------------------------------- sampler and trainer
 
 def test_sampler_log_probs_ignore_the_model_generation_config():
-    from lopd_train.algorithms.scoring import student_logits
+    from lopd_train.scoring import student_logits
     from lopd_train.rollout.engine import SamplingConfig, generate
 
     model, tok = models.tiny_model()

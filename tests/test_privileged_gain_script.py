@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
-from lopd_train.training import statefile
+from lopd_train import statefile
 
 ROOT = Path(__file__).resolve().parents[1]
 

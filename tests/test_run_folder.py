@@ -21,8 +21,8 @@ import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import cli, config, models
 from lopd_train.config import TrainConfig
 from lopd_train.training import runrecord
-from lopd_train.training.errors import RunLockedError, RunMismatchError, RunSettingError
-from lopd_train.training.runlock import FolderLock
+from lopd_train.errors import RunLockedError, RunMismatchError, RunSettingError
+from lopd_train.runlock import FolderLock
 from lopd_train.training.trainer import Trainer, train
 from tests.test_train_trainer import coin
 
@@ -143,7 +143,7 @@ def test_a_resume_may_change_what_does_not_define_the_run(run, tmp_path):
 
 def hold(folder: Path) -> subprocess.Popen:
     """Another process holding the folder's lock, as a running lopd-train does."""
-    code = ("import sys, time; from lopd_train.training.runlock import FolderLock; "
+    code = ("import sys, time; from lopd_train.runlock import FolderLock; "
             f"lock = FolderLock({str(folder)!r}, 'lopd-train').acquire(); print('held', flush=True); time.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout.readline().strip() == "held"

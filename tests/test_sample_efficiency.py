@@ -285,7 +285,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     md = (out / "results.md").read_text()
     assert all(f"| {a} | 0,1 |" in md for a in algos) and ("n/a" not in md or "grpo" not in algos)
     assert all(f"| {n} | done |" in md for n in runs)  # the training table names every run
-    from lopd_train.training import software  # and the software section the one stack they all ran on
+    from lopd_train import software  # and the software section the one stack they all ran on
 
     stack = ", ".join(f"{n} {v}" for n, v in software.numeric_versions(software.snapshot()).items())
     assert f"- {stack}: " in md and all(n in md.split(f"- {stack}: ")[1].splitlines()[0] for n in runs)
@@ -313,7 +313,7 @@ def test_bad_study_arguments_stop_with_a_message(tmp_path, argv, says):
 def test_the_report_names_each_software_stack_and_the_runs_that_recorded_none(tmp_path):
     """A run resumed on another machine with another transformers shows the step where its stack changed; a
     committed run of an older lopd (no software.jsonl) is named as not recorded."""
-    from lopd_train.training import software
+    from lopd_train import software
 
     now = software.snapshot()
     moved = dict(now, packages=dict(now["packages"], transformers="9.9.9"))

@@ -1,6 +1,6 @@
 """The shared-prompt scorer gives a teacher with latent context the same logits *and the same gradient on the
 latents* as scoring each sequence alone, although it runs the prompt before the first latent without a graph
-(``lopd_train.algorithms.scoring._prefix_states``). In float64, so that "the same" means far below fp32 noise."""
+(``lopd_train.scoring._prefix_states``). In float64, so that "the same" means far below fp32 noise."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import score_group, teacher_logits
+from lopd_train.scoring import score_group, teacher_logits
 
 
 @pytest.fixture()
 def prefix_budget(monkeypatch):
     """``FROZEN_PREFIXES`` with its default budget, whatever ``$LOPD_PREFIX_CACHE_MB`` said when it was built at
     import (a caller's ``LOPD_PREFIX_CACHE_MB=0`` would make every lookup a miss), and empty."""
-    from lopd_train.algorithms.scoring import FROZEN_PREFIXES, FrozenPrefixCache
+    from lopd_train.scoring import FROZEN_PREFIXES, FrozenPrefixCache
 
     monkeypatch.delenv("LOPD_PREFIX_CACHE_MB", raising=False)
     monkeypatch.setattr(FROZEN_PREFIXES, "max_bytes", FrozenPrefixCache().max_bytes)
@@ -24,7 +24,7 @@ def prefix_budget(monkeypatch):
 
 
 def test_the_prefix_budget_comes_from_the_environment(monkeypatch):
-    from lopd_train.algorithms.scoring import FrozenPrefixCache
+    from lopd_train.scoring import FrozenPrefixCache
 
     monkeypatch.delenv("LOPD_PREFIX_CACHE_MB", raising=False)
     assert FrozenPrefixCache().max_bytes == 2**30
@@ -77,7 +77,7 @@ def test_teacher_latent_gradient_with_a_shared_prompt_equals_scoring_each_sequen
 def test_the_frozen_prefix_is_computed_once_and_every_later_group_gets_the_same_result(group, prefix_budget):
     """``FROZEN_PREFIXES``: the teacher's prompt up to the first latent, computed once per run (exact), with
     the same logits and latent gradient on a hit as on the miss; a trainable backbone is never cached."""
-    from lopd_train.algorithms.scoring import FROZEN_PREFIXES
+    from lopd_train.scoring import FROZEN_PREFIXES
 
     peft_model, seqs, masks = group
     d = peft_model.get_base_model().config.hidden_size
@@ -119,7 +119,7 @@ def test_a_teacher_pass_without_a_graph_takes_the_cached_head_and_equals_the_ful
     """LOPD's probe NLL and the PIG measurements score the teacher under ``torch.no_grad``: those passes read the
     frozen head from ``FROZEN_PREFIXES`` too (a hit after one miss), with the logits of one pass over the whole
     sequence (:func:`teacher_logits`), and the same as a pass that records a graph."""
-    from lopd_train.algorithms.scoring import FROZEN_PREFIXES
+    from lopd_train.scoring import FROZEN_PREFIXES
 
     peft_model, seqs, masks = group
     d = peft_model.get_base_model().config.hidden_size
@@ -141,7 +141,7 @@ def test_a_teacher_pass_without_a_graph_takes_the_cached_head_and_equals_the_ful
 def test_several_groups_share_one_pass_only_when_that_runs_fewer_tokens(group, monkeypatch):
     """``score_groups``: tasks whose prompts differ early (BFCL lists each task's tools in its system prompt) are
     scored a group at a time, tasks behind one long shared prompt in one pass; the logits are the same."""
-    import lopd_train.algorithms.scoring as scoring
+    import lopd_train.scoring as scoring
 
     peft_model, seqs, masks = group
     calls = []

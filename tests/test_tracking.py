@@ -1,4 +1,4 @@
-"""Tracking (``lopd_train.training.tracking``): metric rows and rollout tables written for real by TensorBoard and
+"""Tracking (``lopd_train.tracking``): metric rows and rollout tables written for real by TensorBoard and
 trackio (its local database) and read back, wandb in offline mode; ``report_to`` parsed and checked."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lopd_train.training.tracking import ROLLOUT_COLUMNS, RolloutRow, Tracker, parse_report_to, scalars
+from lopd_train.tracking import ROLLOUT_COLUMNS, RolloutRow, Tracker, parse_report_to, scalars
 
 ROWS = [{"phase": "cold_start", "step": 0, "cold_start_step": 1, "nll": 2.5},
         {"phase": "train", "step": 1, "rollouts": 8, "reward_mean": 0.25, "beta": 0.0, "note": "text"},
@@ -55,7 +55,7 @@ def test_tensorboard_scalars_and_rollout_table_read_back(tmp_path):
 
 _TRACKIO_CHILD = textwrap.dedent("""
     import json, sys
-    from lopd_train.training.tracking import RolloutRow, Tracker
+    from lopd_train.tracking import RolloutRow, Tracker
     rows, table = json.loads(sys.argv[1]), [RolloutRow(**r) for r in json.loads(sys.argv[2])]
     tracker = Tracker(["trackio"], sys.argv[3], project="lopd-test", run_name="run-1", config={"algo": "lopd"})
     for row in rows:

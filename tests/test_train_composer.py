@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import student_logits, teacher_logits
+from lopd_train.scoring import student_logits, teacher_logits
 from lopd_train.latent.composer import Composer
 
 
@@ -97,7 +97,7 @@ def test_latent_context_changes_the_teacher_and_gradients_reach_the_composer(pol
 
 @pytest.mark.parametrize("with_latents", [False, True])
 def test_group_scoring_with_a_shared_prompt_equals_scoring_each_sequence(policy, with_latents):
-    from lopd_train.algorithms.scoring import score_group
+    from lopd_train.scoring import score_group
 
     peft_model, _, _ = policy
     with torch.no_grad():

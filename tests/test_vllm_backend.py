@@ -25,7 +25,7 @@ import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
-from lopd_train.algorithms.scoring import student_logits
+from lopd_train.scoring import student_logits
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 from lopd_train.rollout.vllm import VLLMRollout, completion_record, latent_prompt, logprob_mode
 

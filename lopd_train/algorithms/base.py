@@ -11,7 +11,7 @@ import torch
 from lopd_train import models
 from lopd_train.latent.context import context_prompt
 from lopd_train.rollout.engine import Trajectory
-from lopd_train.training.distributed import LOCAL
+from lopd_train.distributed import LOCAL
 
 
 @dataclass
@@ -75,7 +75,7 @@ class Algorithm:
         self.student_opt = torch.optim.AdamW(self.student_params, lr=cfg.lr, weight_decay=cfg.weight_decay,
                                              betas=(0.9, 0.99))
         self.skipped_steps = 0  # optimiser steps skipped for a non-finite gradient norm
-        self.dist = LOCAL  # the trainer's data-parallel ranks (lopd_train.training.distributed), one process by default
+        self.dist = LOCAL  # the trainer's data-parallel ranks (lopd_train.distributed), one process by default
         self._tasks: dict[str, Any] = {}
         self._env = None
 
@@ -122,7 +122,7 @@ class Algorithm:
 
     def chunks(self, groups: list[Any]) -> list[list[Any]]:
         """Consecutive groups in chunks of at most ``--score-batch`` rollouts (at least one group each), each
-        chunk scored in one student pass (:func:`lopd_train.algorithms.scoring.score_group` over its rollouts:
+        chunk scored in one student pass (:func:`lopd_train.scoring.score_group` over its rollouts:
         the prompts' common prefix, e.g. a few-shot prompt, once per chunk instead of once per group). A group is
         a list of trajectories or anything with ``members``."""
         out: list[list[Any]] = []

@@ -29,7 +29,7 @@ import torch
 
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.algorithms.scoring import score_group, score_groups, split
+from lopd_train.scoring import score_group, score_groups, split
 
 
 class GRPO(Algorithm):

@@ -106,7 +106,7 @@ from tqdm.auto import tqdm
 
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.algorithms.scoring import score_group, score_groups
+from lopd_train.scoring import score_group, score_groups
 from lopd_train.latent.composer import Composer
 from lopd_train.latent.context import experience_text
 from lopd_train.rollout.engine import Trajectory
@@ -419,7 +419,7 @@ class LOPD(Algorithm):
 
     def idle_steps(self) -> None:
         """Nothing to supervise in this minibatch: in a data-parallel run this rank still takes the student's and
-        the composer's optimiser steps with the other ranks' averaged gradients (``lopd_train.training.distributed``);
+        the composer's optimiser steps with the other ranks' averaged gradients (``lopd_train.distributed``);
         in one process there is no step to take."""
         if self.dist.world_size > 1:
             self.step_optimizer(self.student_opt, self.student_params)
@@ -549,7 +549,7 @@ class LOPD(Algorithm):
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:
-        from lopd_train.training import plain
+        from lopd_train.experience import plain
 
         return {**super().state_dict(), "composer": self.composer.kind,
                 "compressor": self.composer.compressor.state_dict(),
@@ -560,7 +560,7 @@ class LOPD(Algorithm):
                 "probes": plain.probes_to_plain(self.probes)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        from lopd_train.training import plain
+        from lopd_train.experience import plain
 
         kind = state.get("composer", "qformer")  # checkpoints before --composer held a Q-Former under "qformer"
         if kind != self.composer.kind:

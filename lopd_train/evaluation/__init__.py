@@ -3,7 +3,7 @@
 One run = one model (a checkpoint loaded here, or a served model behind an OpenAI-compatible URL) x one or
 more envs. Per env: the task list (``--limit`` first N in the benchmark's order, ``--samples`` k each), the
 episodes driven by :mod:`lopd_train.evaluation.loop` through a backend (:mod:`lopd_train.evaluation.backends`), one
-record per task and sample appended durably to ``records.jsonl`` (:mod:`.records`), and at the end the
+record per task and sample appended durably to ``records.jsonl`` (:mod:`lopd_train.records`), and at the end the
 leaderboard tables (:mod:`lopd_train.evaluation.leaderboards`) in ``results.json``, ``results.md`` and ``results.png``.
 ``resume=True`` skips every record already written, so an interrupted run (even by ``kill -9``) ends with
 the same records as an uninterrupted one (at temperature 0 exactly; sampled runs are seeded per task and
@@ -32,10 +32,10 @@ from lopd_train.evaluation import leaderboards, report, tracking
 from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
                                             sampling_dict)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
-from lopd_train.evaluation.records import RecordWriter, read_records, record_key, settled
+from lopd_train.records import RecordWriter, read_records, record_key, settled
 from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
-from lopd_train.training.tracking import parse_report_to
+from lopd_train.tracking import parse_report_to
 
 log = logging.getLogger(__name__)
 

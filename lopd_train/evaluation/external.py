@@ -93,8 +93,8 @@ def main(parser, argv: Sequence[str] | None, args: Any) -> dict[str, Any]:
     from lopd_train.evaluation.bfcl_results import ResultFileError
     from lopd_train.evaluation.evalplus_samples import SamplesFileError
     from lopd_train.evaluation.selection import SelectionError
-    from lopd_train.training.errors import RunLockedError
-    from lopd_train.training.runlock import FolderLock
+    from lopd_train.errors import RunLockedError
+    from lopd_train.runlock import FolderLock
     from lopd_train.usage import UsageError
 
     opts = options(parser, argv, args)
@@ -123,7 +123,7 @@ def _make(opts: SimpleNamespace, env_id: str, **override: Any):
 def score(opts: SimpleNamespace) -> dict[str, Any]:
     """Score the files named in ``opts`` and write ``records.jsonl``, ``results.json``, ``results.md`` and
     ``results.png`` in ``opts.output``. Returns the results."""
-    from lopd_train.evaluation.records import RecordWriter
+    from lopd_train.records import RecordWriter
 
     out = Path(opts.output)
     records_path = out / "records.jsonl"

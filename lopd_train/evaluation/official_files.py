@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from lopd_train.evaluation import env_kwargs
 from lopd_train.evaluation.leaderboards import BFCL_V3_SIZES, benchmark_name
-from lopd_train.evaluation.records import read_records, settled
+from lopd_train.records import read_records, settled
 
 FOLDER = "official"
 

@@ -13,7 +13,7 @@ PACKAGES = ("lopd", "torch", "transformers", "peft", "gymnasium", "evalplus", "v
 
 
 def package_versions() -> dict[str, str | None]:
-    from lopd_train.training.software import versions
+    from lopd_train.software import versions
 
     return {"python": platform.python_version(), **versions(PACKAGES)}
 

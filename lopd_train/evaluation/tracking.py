@@ -1,7 +1,7 @@
 """``lopd-eval --report-to``: an evaluation's numbers in the same trackers ``lopd-train`` reports to.
 
 Why: a user who follows training runs in TensorBoard, trackio or wandb wants the evaluation beside them. The
-trackers are lopd-train's (:class:`lopd_train.training.tracking.Tracker`, same names, same ``--report-to``
+trackers are lopd-train's (:class:`lopd_train.tracking.Tracker`, same names, same ``--report-to``
 values); what goes to them is what ``results.md`` shows: every row with a value as ``eval/<benchmark>/<metric>``
 (rows never run are left out, not sent as 0), and one table of the episodes (task, the end of the prompt, the
 last reply, the reward). The default is ``none``: ``tensorboard`` needs torch, which ``lopd[eval]`` has not.
@@ -24,7 +24,7 @@ def scalars(results: dict[str, Any]) -> dict[str, float]:
 
 def episode_rows(records: Sequence[dict[str, Any]], tail_chars: int = 400) -> list:
     """One tracker table row per record: the task's last user message (its end) and the model's last reply."""
-    from lopd_train.training.tracking import RolloutRow
+    from lopd_train.tracking import RolloutRow
 
     def text(message: dict[str, Any]) -> str:
         content = message.get("content")
@@ -47,7 +47,7 @@ def episode_rows(records: Sequence[dict[str, Any]], tail_chars: int = 400) -> li
 def send(report_to: str | Sequence[str] | None, results: dict[str, Any], records: Sequence[dict[str, Any]],
          out: Path, settings: dict[str, Any]) -> list[str]:
     """Log ``results`` and a table of ``records`` to each tracker of ``report_to``; returns those used."""
-    from lopd_train.training.tracking import Tracker, parse_report_to
+    from lopd_train.tracking import Tracker, parse_report_to
 
     chosen = parse_report_to(report_to)
     if not chosen:

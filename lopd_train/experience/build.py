@@ -55,7 +55,7 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     import numpy as np
     from tqdm.auto import tqdm
 
-    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import run_episodes
     from lopd_train.rollout.replay import attach_sequence
 

@@ -21,13 +21,13 @@ from typing import Any
 
 from lopd_train.experience.bank import ExperienceBank, trace_key
 from lopd_train.experience.build import HELD_BACK
-from lopd_train.training.errors import RunInputMissing, RunSettingError
+from lopd_train.errors import RunInputMissing, RunSettingError
 
 
 def keep_tokens(t, tokenizer) -> None:
     """Before a rollout goes into the bank: its full chat transcript (the encoder's ``chat`` rendering) and its
     exact token ids (what a cold start replays) travel with its trace."""
-    from lopd_train.latent.context import attach_transcript
+    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.replay import attach_sequence
 
     attach_transcript(t.trace, tokenizer.decode(t.input_ids))
@@ -38,7 +38,7 @@ def copy_bank(bank, source: str, held_back_path: Path | None = None, vocab: int 
     """Copy a built reference bank (``lopd bank build``) into the run's bank; refuse a file that is not one.
     The successes it held back (``--hold-back``) are written to ``held_back_path`` for the PIG metric."""
     from lopd_train.experience.bank import BankFileError, read_bank_file
-    from lopd_train.training.checkpoints import atomic_write
+    from lopd_train.statefile import write_text_atomic as atomic_write
 
     path = Path(source)
     if not path.is_file():

@@ -4,7 +4,7 @@ Encoder: the frozen backbone with the composer's own LoRA adapter (a second peft
 weights, so no second copy of the model) reads "task to solve + a retrieved experience". Compressor: K learned
 queries that read the encoder's hidden states and come out in the backbone's token-embedding space: K latent
 tokens per experience, J·K for the J retrieved ones. The teacher reads them at a placeholder in its task's user
-turn (``lopd_train.latent.context``, ``lopd_train.algorithms.scoring``); gradients reach the composer through the
+turn (``lopd_train.latent.context``, ``lopd_train.scoring``); gradients reach the composer through the
 latent tokens only.
 
 Two compressors (``--composer``):
@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import decoder, embed_tokens
+from lopd_train.scoring import decoder, embed_tokens
 from lopd_train.latent.context import encoder_text_parts
 
 COMPOSERS = ("qformer", "perceiver")

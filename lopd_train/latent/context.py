@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from lopd_train import models
+from lopd_train.rollout.replay import TRANSCRIPT_KEY, attach_transcript  # noqa: F401  (attach_transcript: its old home)
 
 #: framing around the privileged context, so the teacher reads it as a worked example of another task
 FRAMING_BEFORE = ("Below is a worked example from an earlier, different task that was solved successfully. "
@@ -141,15 +142,6 @@ def encoder_text_parts(task: str, trajectory: str) -> tuple[str, str]:
     """The composer encoder's input in two parts (the task part is never truncated, the trajectory may be):
     ``"Task to solve:\\n{task}\\n\\nReference past trajectory:\\n"`` and ``trajectory``."""
     return TASK_HEAD + task.rstrip() + TRAJECTORY_HEAD, trajectory
-
-
-TRANSCRIPT_KEY = "transcript"
-
-
-def attach_transcript(trace, text: str) -> None:
-    """Keep the rollout's full chat transcript with its trace, so the bank can give the encoder the
-    reference's rendering of an experience (the trace's compact ``render()`` stays the bank's key)."""
-    trace.metadata[TRANSCRIPT_KEY] = text
 
 
 def trace_text(trace, fmt: str = "chat") -> str:

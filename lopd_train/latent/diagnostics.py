@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import embed_tokens, score_group
+from lopd_train.scoring import embed_tokens, score_group
 from lopd_train.latent.context import FRAMING_AFTER, FRAMING_BEFORE, context_prompt, experience_text
 from lopd_train.rollout.engine import Trajectory
 
@@ -175,7 +175,7 @@ def write_records(path, records: Sequence[NLLRecord]) -> None:
     import json
     from pathlib import Path
 
-    from lopd_train.training.checkpoints import atomic_write
+    from lopd_train.statefile import write_text_atomic as atomic_write
 
     atomic_write(Path(path), "".join(json.dumps(dataclasses.asdict(r), sort_keys=True) + "\n" for r in records))
 

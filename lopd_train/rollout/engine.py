@@ -24,22 +24,10 @@ import gymnasium as gym
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.scoring import cache_kw, cached
+from lopd_train.sampling import SamplingConfig  # noqa: F401  (the rollout settings; importable from here too)
+from lopd_train.scoring import cache_kw, cached
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class SamplingConfig:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    greedy: bool = False
-    max_sequence_tokens: int = 2048
-    tool_syntax: str = "hermes"
-    tool_prompt: str = "auto"
-    top_m: int = 0  # also record the policy's top-M tokens and log-probs (temperature 1) at each sampled token
-    top_k: int = 0  # sample among the k most likely tokens only (0: all)
-    top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this much probability (1: all)
 
 
 @dataclass
@@ -257,7 +245,7 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
     width = ids.shape[1]
     with _without_model_generation_defaults(model, tokenizer):
         # synced_gpus=False: each rank generates alone (transformers would sync the ranks of an FSDP model per
-        # token; lopd_train.training.distributed gathers the backbone before a rollout phase instead)
+        # token; lopd_train.distributed gathers the backbone before a rollout phase instead)
         out = model.generate(input_ids=ids, attention_mask=attn, synced_gpus=False, **{cache_kw(model): cache},
                              generation_config=neutral_generation_config(tokenizer, cfg))
     new = out.sequences[:, width:].cpu()

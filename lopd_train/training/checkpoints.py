@@ -5,7 +5,7 @@ Checkpoint folder (``checkpoints/`` of the run)::
 
     step-NNNNNN/   trainer.safetensors + trainer.json (LoRA weights, the algorithm's state: compressor,
                    optimisers, β, probes, ...; RNG: tensors and plain data, never a pickle, so reading a
-                   checkpoint cannot run code; :mod:`lopd_train.training.statefile`),
+                   checkpoint cannot run code; :mod:`lopd_train.statefile`),
                    student_adapter/ (peft folder), bank.sqlite (snapshot), state.json (written last: complete)
     cold-start/    the checkpoint right after the cold start, never pruned (``--init-from``)
     latest         the name of the newest complete checkpoint (replaced atomically)
@@ -32,9 +32,10 @@ import numpy as np
 import torch
 
 from lopd_train import models
-from lopd_train.evaluation.records import read_records
-from lopd_train.training import distributed, statefile
-from lopd_train.training.errors import CheckpointError, NoSpaceError, RunInputMissing, RunSettingError
+from lopd_train.records import read_records
+from lopd_train import distributed
+from lopd_train import statefile
+from lopd_train.errors import CheckpointError, NoSpaceError, RunInputMissing, RunSettingError
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,7 @@ def check_format(path: Path) -> None:
             f"{CONVERT} {path}")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """``text`` into ``path`` whole or not at all (a full disk leaves no half-written temporary behind)."""
-    statefile.write_atomic(path, text.encode())
+atomic_write = statefile.write_text_atomic  # where the trainer's callers have always found it
 
 
 def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Convert checkpoints of lopd's old pickle format (``trainer.pt``) to the current one (``trainer.safetensors`` +
-``trainer.json``, :mod:`lopd_train.training.statefile`).
+``trainer.json``, :mod:`lopd_train.statefile`).
 
 Why a converter: lopd no longer reads pickles (loading one can run code). The old file is read here with
 torch's restricted unpickler (``weights_only=True``), which builds tensors, plain data and only the few lopd
@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lopd_train.training import statefile
+from lopd_train import statefile
 from lopd_train.training.checkpoints import OLD_STATE, STATE
 
 
 def _plain_probes(probes: list[Any]) -> list[dict[str, Any]]:
-    from lopd_train.training import plain
+    from lopd_train.experience import plain
 
     if all(isinstance(p, dict) for p in probes):
         return probes

@@ -75,7 +75,7 @@ def milestones_due(rollouts: int, every: int, done: set[int]) -> list[int]:
 
 def read_points(path: Path) -> list[dict[str, Any]]:
     """The evaluation points already written (a torn last line, from a kill, is ignored)."""
-    from lopd_train.evaluation.records import read_records
+    from lopd_train.records import read_records
 
     return read_records(path)
 
@@ -136,7 +136,7 @@ def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settin
         raise StartPointError(f"--eval-start-from {source}: its evaluation settings differ from this run's, so its "
                               "point at 0 rollouts is not this run's: "
                               + "; ".join(f"{k} {a!r} here, {b!r} there" for k, (a, b) in differ.items()))
-    from lopd_train.training import software
+    from lopd_train import software
 
     theirs_software = software.read(source)
     if theirs_software:

@@ -14,7 +14,7 @@ def plot_curve(metrics_path: Path, out: Path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lopd_train.evaluation.records import read_records
+    from lopd_train.records import read_records
 
     rows = [r for r in read_records(metrics_path) if "reward_mean" in r and r.get("phase") == "train"]
     if not rows:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lopd_train.training.errors import RunMismatchError
+from lopd_train.errors import RunMismatchError
 
 RUN_FILE = "run.json"
 #: settings a resumed run may change: its length, where and what it reports, and its resources

@@ -5,7 +5,7 @@ Run folder::
 
     run.json           what the run is (env, algo, model, defining settings, data hashes), written once:
                        ``--resume`` refuses other settings or data (:mod:`lopd_train.training.runrecord`)
-    .lock              held by the one process working in the folder (:mod:`lopd_train.training.runlock`)
+    .lock              held by the one process working in the folder (:mod:`lopd_train.runlock`)
     config.json        the resolved configuration
     software.jsonl     the interpreter, package versions and lopd commit, a line per start or resume
     metrics.jsonl      one JSON object per step (and the cold start)
@@ -44,10 +44,11 @@ from lopd_train.config import TrainConfig
 from lopd_train.experience import modes as bank_modes
 from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
 from lopd_train.training.plots import plot_curve
-from lopd_train.training import allocator, checkpoints, distributed, runrecord, software, tracking
+from lopd_train import distributed, software, tracking
+from lopd_train.training import allocator, checkpoints, runrecord
 from lopd_train.training.envs import check_env, run_env_kwargs
-from lopd_train.training.errors import RunExistsError, RunSettingError
-from lopd_train.training.runlock import FolderLock
+from lopd_train.errors import RunExistsError, RunSettingError
+from lopd_train.runlock import FolderLock
 
 
 # ----------------------------------------------------------------------------------- the trainer

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from lopd_train.evaluation.records import read_records as rows
+from lopd_train.records import read_records as rows
 from lopd_train.training.checkpoints import atomic_write
 
 

@@ -180,3 +180,8 @@ def load(base: Path, device: str | torch.device = "cpu") -> dict[str, Any]:
     if not isinstance(state, dict):
         raise StateFileError(f"{json_path}: its state is not an object")
     return state
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` whole or not at all (a full disk leaves no half-written temporary behind)."""
+    write_atomic(Path(path), text.encode())

@@ -102,7 +102,7 @@ def snapshot() -> dict[str, Any]:
 def record(out: Path, step: int, rollouts: int, now: dict[str, Any] | None = None) -> dict[str, Any]:
     """Append this start's line (the step and rollouts it starts from, and :func:`snapshot`) to ``out``'s
     ``software.jsonl``, flushed to disk; returns the line."""
-    from lopd_train.evaluation.records import RecordWriter
+    from lopd_train.records import RecordWriter
 
     row = {"time": time.time(), "step": int(step), "rollouts": int(rollouts), **(now or snapshot())}
     writer = RecordWriter(Path(out) / FILE)
@@ -115,7 +115,7 @@ def record(out: Path, step: int, rollouts: int, now: dict[str, Any] | None = Non
 
 def read(run: Path) -> list[dict[str, Any]]:
     """A run's start lines, oldest first ([] when it recorded none: a run of an older lopd)."""
-    from lopd_train.evaluation.records import read_records
+    from lopd_train.records import read_records
 
     return read_records(Path(run) / FILE)
 

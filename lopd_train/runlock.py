@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from lopd_train.training.errors import RunLockedError
+from lopd_train.errors import RunLockedError
 
 LOCK_FILE = ".lock"
 _held: set[str] = set()  # folders this process holds

@@ -1,7 +1,7 @@
 """Trajectories and bank experiences as plain data (dicts of numbers, text, lists, tensors) and back.
 
 Why: an algorithm's checkpoint state may hold them (LOPD's probes: banked successes with their retrieved
-experiences), and a checkpoint holds only plain data (:mod:`lopd_train.training.statefile`), never a pickled
+experiences), and a checkpoint holds only plain data (:mod:`lopd_train.statefile`), never a pickled
 object. The round trip is exact: a resumed run scores the very same token sequences.
 """
 

@@ -99,17 +99,17 @@ def test_privileged_margin_equals_brute_force():
 def test_dual_update_raises_beta_while_the_margin_is_violated_and_lowers_it_otherwise():
     m = 0.05
     beta = 1.0
-    up = losses.dual_update(beta, g=-0.2, margin=m, lr=0.1)  # g < m: violated
+    up = losses.dual_update(beta, delta=-0.2, margin=m, lr=0.1)  # δ < m: violated
     assert up > beta and math.isclose(up, 1.0 + 0.1 * 0.25)
-    down = losses.dual_update(beta, g=0.5, margin=m, lr=0.1)  # g > m: satisfied
+    down = losses.dual_update(beta, delta=0.5, margin=m, lr=0.1)  # δ > m: satisfied
     assert down < beta
-    assert losses.dual_update(0.01, g=5.0, margin=m, lr=0.1) == 0.0  # projected onto beta >= 0
+    assert losses.dual_update(0.01, delta=5.0, margin=m, lr=0.1) == 0.0  # projected onto beta >= 0
 
 
-def test_margin_penalty_gradient_pushes_g_up():
-    g = torch.tensor(0.0, requires_grad=True)
-    losses.margin_penalty(g, beta=2.0, margin=0.05).backward()
-    assert float(g.grad) == -2.0  # descending the loss increases g
+def test_margin_penalty_gradient_pushes_delta_up():
+    delta = torch.tensor(0.0, requires_grad=True)
+    losses.margin_penalty(delta, beta=2.0, margin=0.05).backward()
+    assert float(delta.grad) == -2.0  # descending the loss increases δ
 
 
 def test_anchor_loss_is_the_mean_squared_distance_of_the_latents_to_the_snapshot():

@@ -276,11 +276,10 @@ class LOPD(Algorithm):
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
         cfg = self.cfg
         beta = self.beta if cfg.use_margin else 0.0  # the loss uses the dual variable from before this step
-        m = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
+        metrics = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
         delta_sum, delta_tokens, n_total, n_skipped = 0.0, 0, 0, 0
         split = {True: [0.0, 0], False: [0.0, 0]}  # δ token sums and counts on successful / failed rollouts
         batches = self.minibatches(trajectories)
-        groups_seen = False
         for i, batch in enumerate(batches):
             # 1. retrieve: top-J experiences per task group; a group with none gets no supervision at all
             members_of = batch.groups_of()
@@ -290,7 +289,6 @@ class LOPD(Algorithm):
             if not groups:
                 self.idle_steps()
                 continue
-            groups_seen = True
             n_rollouts, n_tokens = sum(len(g.members) for g in groups), sum(g.n_tokens for g in groups)
 
             # one pass of the composer and the teacher per group: the student step needs the teacher's values
@@ -333,7 +331,7 @@ class LOPD(Algorithm):
                     kl_of.append([float(k.detach().mean()) for k in kl_per])
                     del s_logp, q_s, kl_per
                 loss.backward()
-                m["student_kl"] += float(loss.detach()) / len(batches)
+                metrics["student_kl"] += float(loss.detach()) / len(batches)
                 del s_logits, loss
                 for g, kls in zip(chunk, kl_of):
                     for t, lt, ls, kl in zip(g.members, g.teacher_logp_y, g.student_logp_y, kls):  # δ, for the dual update
@@ -353,7 +351,7 @@ class LOPD(Algorithm):
                         break
                     z0 = self.anchor_latents(g)
                     drift = losses.relative_drift(z.detach(), z0)
-                    m["latent_drift"] = m.get("latent_drift", 0.0) + drift * len(g.members) / n_rollouts / len(batches)
+                    metrics["latent_drift"] = metrics.get("latent_drift", 0.0) + drift * len(g.members) / n_rollouts / len(batches)
                     scale = float(z0.float().pow(2).mean()) if cfg.anchor_norm == "relative" else 1.0
                     for k, t in enumerate(g.members):
                         terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
@@ -361,29 +359,29 @@ class LOPD(Algorithm):
                                                           anchor_scale=scale)
                         weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
                         loss = loss + terms.loss * weight
-                        m["composer_kl"] += terms.kl / n_rollouts / len(batches)
-                        m["anchor"] += terms.anchor / n_rollouts / len(batches)
+                        metrics["composer_kl"] += terms.kl / n_rollouts / len(batches)
+                        metrics["anchor"] += terms.anchor / n_rollouts / len(batches)
                 if train_composer:
                     loss.backward()
                 del live, loss
-            m["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
+            metrics["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
             if train_composer:
-                m["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
+                metrics["composer_grad_norm"] += self.step_optimizer(self.composer_opt, self.composer_params) / len(batches)
 
         # 6. dual update: β <- max(0, β + η (m - δ̄)), δ̄ the token-weighted margin of this step
         delta_sum, delta_tokens = self.dist.sum(delta_sum, delta_tokens)  # every rank's rollouts: one β for all
-        m["margin_delta"] = delta_sum / delta_tokens if delta_tokens else 0.0
+        metrics["margin_delta"] = delta_sum / delta_tokens if delta_tokens else 0.0
         for ok, name in ((True, "margin_delta_success"), (False, "margin_delta_failure")):
             s, n = self.dist.sum(*split[ok])
             if n:  # absent: no such rollout had a context this step
-                m[name] = s / n
+                metrics[name] = s / n
         if cfg.use_margin and delta_tokens:
-            self.beta = losses.dual_update(self.beta, m["margin_delta"], cfg.margin, cfg.beta_lr)
+            self.beta = losses.dual_update(self.beta, metrics["margin_delta"], cfg.margin, cfg.beta_lr)
             if cfg.beta_max > 0:  # the runaway guard (off by default: the authors' semantics)
                 self.beta = min(self.beta, cfg.beta_max)
-        m.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
+        metrics.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
                  context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
-        return m
+        return metrics
 
     def diagnostics(self, step: int, final: bool = False) -> dict[str, float]:
         """The probe NLL (:meth:`probe_nll`) every ``--probe-every`` steps and at the last one, when the composer

@@ -112,15 +112,15 @@ def privileged_margin(teacher_logp_y: torch.Tensor, student_logp_y: torch.Tensor
     return advantage * (teacher_logp_y - student_logp_y).mean()
 
 
-def margin_penalty(g: torch.Tensor, beta: float, margin: float = 0.05) -> torch.Tensor:
-    """The Lagrangian term ``β · (m - g)`` of the constraint ``g >= m``."""
-    return beta * (margin - g)
+def margin_penalty(delta: torch.Tensor, beta: float, margin: float = 0.05) -> torch.Tensor:
+    """The Lagrangian term ``β · (m - δ)`` of the constraint ``δ >= m``."""
+    return beta * (margin - delta)
 
 
-def dual_update(beta: float, g: float, margin: float = 0.05, lr: float = 0.5) -> float:
-    """Projected dual ascent ``β <- max(0, β + η (m - δ̄))`` (``g`` = δ̄, the token-weighted mean margin of the
+def dual_update(beta: float, delta: float, margin: float = 0.05, lr: float = 0.5) -> float:
+    """Projected dual ascent ``β <- max(0, β + η (m - δ̄))`` (``delta`` = δ̄, the token-weighted mean margin of the
     step): β grows while the constraint is violated, and never goes below 0."""
-    return max(0.0, float(beta) + float(lr) * (float(margin) - float(g)))
+    return max(0.0, float(beta) + float(lr) * (float(margin) - float(delta)))
 
 
 def anchor_loss(latents: torch.Tensor, anchor_latents: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,8 @@ message field into a typed value, and a null where it expects a string is a serv
 
 Each request is kept in ``requests`` (its body) and each refusal's reasons in ``rejected``. The answer is
 ``reply(body)`` (a message dict), by default the same as ``tests/fake_openai.py``'s: the first offered tool
-called natively when ``tools`` are sent, a code block otherwise."""
+called natively when ``tools`` are sent, a code block otherwise; streamed as server-sent events when the
+request asks for ``stream`` (verifiers.v1's model proxy does)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,20 @@ def default_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": "```python\nprint(1)\n```"}
 
 
+# BFCL-v3 questions and their gold answers in the text protocol (simple_1's), for tests that need one right and
+# one wrong episode
+GOLD = {"Calculate the factorial of 5 using math functions.": "[math.factorial(number=5)]"}
+
+
+def gold_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The gold answer (text) to a question in :data:`GOLD` (the last user turn ends with it), a refusal to any
+    other."""
+    question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    answer = next((a for q, a in GOLD.items() if isinstance(question, str) and question.endswith(q)),
+                  "I cannot help.")
+    return {"role": "assistant", "content": answer}
+
+
 class StrictServer:
     def __init__(self, reply: Callable[[dict[str, Any]], dict[str, Any]] = default_reply):
         self.requests: list[dict[str, Any]] = []
@@ -94,7 +109,31 @@ class StrictServer:
                 if errors:
                     return self._send(500, {"error": {"code": 500, "type": "server_error",
                                                       "message": "Failed to parse messages: " + "; ".join(errors)}})
-                self._send(200, completion(server.reply(body)))
+                message = server.reply(body)
+                if body.get("stream"):
+                    return self._stream(message, (body.get("stream_options") or {}).get("include_usage"))
+                self._send(200, completion(message))
+
+            def _stream(self, message, usage):
+                """The reply as server-sent events, as OpenAI streams it: the content (or the tool calls) in
+                one delta, the finish reason, the usage when asked for, then ``[DONE]``."""
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+                delta = {"role": "assistant"}
+                if message.get("content") is not None:
+                    delta["content"] = message["content"]
+                if message.get("tool_calls"):
+                    delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                events = [{**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}]
+                if usage:
+                    events.append({**chunk, "choices": [], "usage": completion(message)["usage"]})
+                data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

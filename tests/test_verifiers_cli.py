@@ -24,20 +24,12 @@ if not hasattr(vf, "MultiTurnEnv"):
                 allow_module_level=True)
 
 from lopd_train.integrations.verifiers import MODULE, strict_chat_messages  # noqa: E402
-from tests.strict_openai import StrictServer, message_errors  # noqa: E402
+from tests.strict_openai import StrictServer, gold_reply, message_errors  # noqa: E402
 
 BIN = Path(sys.executable).parent
 VF_EVAL, VF_INSTALL = BIN / "vf-eval", BIN / "vf-install"
 REPO = Path(__file__).resolve().parent.parent
-GOLD = {"Calculate the factorial of 5 using math functions.": "[math.factorial(number=5)]"}  # simple_1
 DEMO = {"role": "assistant", "content": "[calculate_triangle_area(base=10, height=5, unit='units')]"}  # simple_0
-
-
-def gold_reply(body):
-    """The gold answer (text protocol) to the questions in ``GOLD``, a refusal to any other."""
-    question = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
-    answer = next((a for q, a in GOLD.items() if question.endswith(q)), "I cannot help.")
-    return {"role": "assistant", "content": answer}
 
 
 def vf_eval(env_id, env_args, server, out_dir, *extra, timeout=240):

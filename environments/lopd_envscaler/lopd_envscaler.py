@@ -5,16 +5,13 @@ reward (``lopd_train.integrations.verifiers``)."""
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Sequence
 
-try:
-    from lopd_train.integrations.verifiers import benchmark_environment
-except ModuleNotFoundError as exc:  # lopd is a prerequisite (not on PyPI), not a dependency: see pyproject.toml
-    if exc.name != "lopd_train":
-        raise
+if importlib.util.find_spec("lopd_train") is None:  # a prerequisite (not on PyPI), not a dependency: pyproject.toml
     raise ModuleNotFoundError(
         "lopd-envscaler runs lopd's environments: install lopd into this environment first (from lopd's checkout: "
-        "uv pip install -e . 'verifiers>=0.1.9,<0.4' --override <(echo 'protobuf>=6.31.1'))") from exc
+        "uv pip install -e . 'verifiers>=0.1.9,<0.4' --override <(echo 'protobuf>=6.31.1'))")
 
 LOPD_ENV = "lopd/EnvScaler-v0"
 
@@ -26,5 +23,16 @@ def load_environment(tasks: Sequence[str] | str | None = None, tool_mode: str = 
     ``"text"`` (listed in the prompt, for servers without tool calling); ``tool_syntax``: the text protocol's call
     syntax; ``max_turns``: verifiers' turn limit (-1: the env's own rules); ``env_kwargs``: the env's own keywords
     (source=..., category="non_conversation", sandbox=..., ...), checked strictly by the env."""
+    from lopd_train.integrations.verifiers import benchmark_environment  # verifiers' classic API
+
     return benchmark_environment(__name__, LOPD_ENV, tasks=tasks, tool_mode=tool_mode, tool_syntax=tool_syntax,
                                  max_turns=max_turns, **env_kwargs)
+
+
+__all__ = ["LOPD_ENV", "load_environment"]
+
+if importlib.util.find_spec("verifiers.v1") is not None:  # verifiers.v1 (0.4; 0.3 ships it too): vf-eval lopd-envscaler
+    from lopd_train.integrations.verifiers_v1 import benchmark_classes
+
+    LopdEnvscalerTasksetConfig, LopdEnvscalerTaskset, LopdEnvscalerEnv = benchmark_classes(LOPD_ENV, "LopdEnvscaler")
+    __all__ += ["LopdEnvscalerTasksetConfig", "LopdEnvscalerTaskset", "LopdEnvscalerEnv"]

@@ -17,11 +17,19 @@ outcome score (reward function ``lopd_reward``; metric ``lopd_success``). ``tool
 ``tool_defs`` and lists the tools in the system prompt instead (lopd's text protocol), for servers without
 native tool calling.
 
-Limits: verifiers 0.4 replaced this API with ``verifiers.v1`` (tasksets, harness programs run through
-``uv``); this module does not target it. And the pip resolver cannot install verifiers beside lopd's
-evalplus pin: every verifiers release depends on ``prime-sandboxes`` (``protobuf>=6.31.1``) while evalplus
-0.3.1 depends on ``google-generativeai`` (``protobuf<6``), which lopd never imports; install with uv and an
-override (``uv pip install lopd "verifiers<0.4" --override <(echo "protobuf>=6.31.1")``).
+``vf-eval`` runs it as is, with its env server on (its default): the environment records how to make it
+again (``env_id``: this module, ``env_args``: every argument), which is what the server's worker processes
+load. Every request is sent without null fields (:func:`strict_chat_messages`), which strict servers such as
+llama.cpp's refuse. One installable package per benchmark (``environments/lopd_<name>/``, verifiers'
+Environments Hub layout: ``vf-install lopd-bfcl -p environments``) wraps this module
+(:func:`benchmark_environment`).
+
+Limits: verifiers 0.4 has only its new ``verifiers.v1`` API (tasksets, envs and harness programs):
+``lopd_train.integrations.verifiers_v1`` serves it, text protocol only. And a resolver cannot install a
+recent verifiers beside lopd's evalplus pin: verifiers 0.3.1 and 0.4.0 depend on ``prime-sandboxes`` versions
+that need ``protobuf>=6.31.1`` while evalplus 0.3.1 depends on ``google-generativeai`` (``protobuf<6``), which
+lopd never imports (uv, unforced, falls back to verifiers 0.1.10); install with uv and an override
+(``uv pip install -e . "verifiers>=0.1.9,<0.4" --override <(echo "protobuf>=6.31.1")``).
 """
 
 from __future__ import annotations

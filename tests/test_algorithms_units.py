@@ -46,20 +46,6 @@ def test_sampled_token_kl_has_the_score_function_gradient():
     assert torch.allclose(logits.grad, want)
 
 
-def test_importance_weights_are_the_clipped_ratio_and_carry_no_gradient():
-    s = torch.tensor([-1.0, -1.0, -3.0], requires_grad=True)
-    old = torch.tensor([-1.0, -2.0, -1.0])
-    w = losses.importance_weights(s, old, clip=2.0)
-    assert torch.allclose(w, torch.tensor([1.0, 2.0, math.exp(-2.0)]))  # e^1 = 2.72 is clipped to 2
-    assert not w.requires_grad
-    kl = torch.tensor([0.5, 0.5, 0.5], requires_grad=True)
-    out = losses.importance_weighted_kl(kl, s, old, clip=2.0)
-    out.sum().backward()
-    assert torch.allclose(kl.grad, w) and s.grad is None
-    with pytest.raises(ValueError):
-        losses.importance_weights(s, old, clip=0.0)
-
-
 # --------------------------------------------------------------------------------- GRPO
 
 def test_group_advantages_of_a_known_batch():

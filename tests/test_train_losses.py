@@ -84,10 +84,6 @@ def test_log1mexp_matches_naive_in_the_safe_range():
     assert torch.allclose(losses.log1mexp(x), torch.log(1 - torch.exp(x)), atol=1e-10)
 
 
-def test_outcome_advantage_is_two_r_minus_one():
-    assert losses.outcome_advantage(torch.tensor([0.0, 0.5, 1.0])).tolist() == [-1.0, 0.0, 1.0]
-
-
 def test_privileged_margin_equals_brute_force():
     lt = torch.tensor([-1.0, -2.0, -0.5])
     ls = torch.tensor([-1.5, -2.5, -0.5])
@@ -121,13 +117,6 @@ def test_anchor_loss_is_the_mean_squared_distance_of_the_latents_to_the_snapshot
     assert math.isclose(float(losses.anchor_loss(moved, z)), 4.0 / 12.0, rel_tol=1e-6)
 
 
-def test_nll_loss_equals_brute_force():
-    logits = torch.randn(4, 6)
-    tokens = torch.tensor([0, 5, 2, 2])
-    ref = -sum(math.log(math.exp(logits[i, tokens[i]]) / float(logits[i].exp().sum())) for i in range(4)) / 4
-    assert math.isclose(float(losses.nll_loss(logits, tokens)), ref, rel_tol=1e-5)
-
-
 def test_grpo_clip_loss_equals_brute_force():
     logp = torch.tensor([[-1.0, -0.5, -2.0]])
     old = torch.tensor([[-1.5, -0.5, -1.0]])
@@ -147,9 +136,8 @@ def test_group_advantages_centre_and_scale_within_groups():
     assert torch.allclose(adv, torch.tensor([1.0, -1.0, 0.0, 0.0]), atol=1e-4)
 
 
-def test_buckets_from_recorded_top_m_logprobs_equal_those_from_full_logits():
+def test_a_bucket_distribution_has_zero_kl_to_itself():
     logp = torch.log_softmax(torch.randn(4, 30), -1)
     top = logp.topk(5, -1)
-    assert torch.allclose(losses.topm_from_logprobs(top.values), losses.topm_tail_logprobs(logp, top.indices))
     q = losses.topm_tail_logprobs(logp, top.indices)
     assert torch.allclose(losses.bucket_kl(q, q), torch.zeros(4), atol=1e-7)

@@ -85,21 +85,9 @@ def bucket_kl(q_student: torch.Tensor, q_teacher: torch.Tensor) -> torch.Tensor:
     return (q_student.exp() * (q_student - q_teacher)).sum(-1)
 
 
-def topm_from_logprobs(topm_logprobs: torch.Tensor) -> torch.Tensor:
-    """Buckets (top-M + tail) from the log-probabilities of the top-M tokens alone (as a sampler records
-    them): ``[..., M] -> [..., M + 1]``."""
-    tail = log1mexp(torch.logsumexp(topm_logprobs, dim=-1, keepdim=True))
-    return torch.cat([topm_logprobs, tail], dim=-1).clamp_min(LOG_FLOOR)
-
-
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """``log p(tokens)`` under ``logits`` (``[..., V]`` and ``[...]`` -> ``[...]``)."""
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-
-
-def outcome_advantage(reward: torch.Tensor) -> torch.Tensor:
-    """The paper's trajectory advantage ``A(τ) = 2 r(τ) - 1``: +1 for success, -1 for failure."""
-    return 2.0 * reward - 1.0
 
 
 def privileged_margin(teacher_logp_y: torch.Tensor, student_logp_y: torch.Tensor, reward: float) -> torch.Tensor:
@@ -173,11 +161,6 @@ def composer_objective(q_student: torch.Tensor, q_teacher: torch.Tensor, student
     return ComposerTerms(loss, float(kl.detach()), float(delta.detach()), float(anchor.detach()))
 
 
-def nll_loss(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Cold-start objective: negative log-likelihood of the tokens (masked token mean)."""
-    return -masked_mean(token_logprobs(logits, tokens), mask)
-
-
 def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6,
                      scale: bool = True, unbiased: bool = False) -> torch.Tensor:
     """GRPO advantages: each reward minus its group's mean, divided by ``std + eps`` when ``scale``. ``unbiased``:
@@ -228,14 +211,6 @@ def grpo_token_weight(n_rollout_tokens: int, loss_type: str, n_rollouts: int, n_
     return 1.0 / max(1, n_tokens)
 
 
-def grpo_aggregate(token_losses: list[torch.Tensor], loss_type: str = "dapo",
-                   max_completion_length: int = 1) -> torch.Tensor:
-    """A step's loss from its rollouts' per-token losses (``[T_i]`` each), weighted by :func:`grpo_token_weight`."""
-    n_tokens = sum(x.numel() for x in token_losses)
-    return sum(x.sum() * grpo_token_weight(x.numel(), loss_type, len(token_losses), n_tokens, max_completion_length)
-               for x in token_losses)
-
-
 # ----------------------------------------------------------------------------------- baselines' extra terms
 
 def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
@@ -252,22 +227,6 @@ def sampled_token_kl(student_logp_y: torch.Tensor, teacher_logp_y: torch.Tensor)
     the score-function estimate of ``∇ KL(p_S || p_T)`` on student samples; its value is not the KL (log
     ``student_logp_y - teacher_logp_y`` for that)."""
     return (student_logp_y - teacher_logp_y).detach() * student_logp_y
-
-
-def importance_weights(student_logp_y: torch.Tensor, sampler_logp_y: torch.Tensor, clip: float = 2.0) -> torch.Tensor:
-    """Per-token ``min(p_S(y) / p_sampler(y), clip)``, detached: corrects for the student having moved since
-    the tokens were sampled (minibatches, or a sampler at another temperature), bounded so that a rare token
-    cannot dominate the step."""
-    if clip <= 0:
-        raise ValueError(f"the importance-weight clip must be positive, got {clip}")
-    return torch.exp(student_logp_y.detach() - sampler_logp_y.detach()).clamp(max=float(clip))
-
-
-def importance_weighted_kl(kl: torch.Tensor, student_logp_y: torch.Tensor, sampler_logp_y: torch.Tensor,
-                           clip: float = 2.0) -> torch.Tensor:
-    """Skill-SD's student loss per token: the reverse KL at each position (``kl``, e.g. the bucket KL over the
-    teacher's top-M + tail) times its clipped importance weight (:func:`importance_weights`)."""
-    return importance_weights(student_logp_y, sampler_logp_y, clip) * kl
 
 
 # ----------------------------------------------------------------------------------- the self-distillation divergences

@@ -98,9 +98,18 @@ VARIANTS = [
     Variant("grpo", "grpo", seeds=(0, 1, 2), about="GRPO (policy gradient, group-relative advantages)"),
     Variant("opsd", "opsd", seeds=(0, 1, 2), about="OPSD (teacher given the reference answer)"),
     Variant("vanilla", "vanilla", about="no update (the base model at every budget)"),
-    Variant("sdpo", "sdpo", BANKED, about="SDPO (teacher re-prompted with another successful rollout or feedback)"),
-    Variant("sdft", "sdft", BANKED, about="SDFT (teacher given a demonstration)"),
-    Variant("skill_sd", "skill_sd", BANKED, about="Skill-SD (teacher given summarised skills)"),
+    Variant("sdpo", "sdpo", {**BANKED, "baseline_semantics": "v2"},
+            about="SDPO as study v2 ran it (--baseline-semantics v2: teacher re-prompted with another successful "
+                  "rollout or a banked success, or feedback)"),
+    Variant("sdft", "sdft", {**BANKED, "baseline_semantics": "v2"},
+            about="SDFT as study v2 ran it (--baseline-semantics v2: teacher given the bank's nearest success)"),
+    Variant("skill_sd", "skill_sd", {**BANKED, "baseline_semantics": "v2"},
+            about="Skill-SD as study v2 ran it (--baseline-semantics v2: teacher given summarised skills)"),
+    Variant("sdpo-ref", "sdpo", {"baseline_semantics": "reference"}, seeds=(0, 1, 2),
+            about="SDPO as its reference runs it (lasgroup/SDPO 0e6d510: another success of the group as response "
+                  "text, else feedback; EMA teacher; JSD over the student's top-100; no bank)"),
+    Variant("sdft-ref", "sdft", {"baseline_semantics": "reference"}, seeds=(0, 1, 2),
+            about="SDFT as its reference runs it (TRL: this task's own demonstration after the prompt; JSD; no bank)"),
     Variant("lopd-frozen", "lopd", {**LOPD, "margin_ablation": "no-composer-phase"},
             about="LOPD, no margin as the authors' switch (--margin-ablation no-composer-phase, their "
                   "constraint.enabled=false): no composer phase, the cold-started composer kept fixed",

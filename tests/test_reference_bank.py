@@ -322,3 +322,18 @@ def test_lopd_embedder_names_the_retrievers_model_and_a_folder_that_is_not_one_i
     monkeypatch.setenv("LOPD_EMBEDDER", str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="nowhere.*LOPD_EMBEDDER"):
         Embedder()
+
+
+@pytest.mark.parametrize("algo,semantics,builds", [("sdpo", "reference", False), ("sdft", "reference", False),
+                                                   ("sdpo", "v2", True), ("skill_sd", "reference", True)])
+def test_only_a_baseline_that_reads_the_bank_spends_rollouts_building_one(tmp_path, algo, semantics, builds):
+    """SDPO's and SDFT's references never read a bank (another success of the group; the prompt's own
+    demonstration), so under their semantics no bank is built and the whole budget goes to training; study v2's
+    variants and Skill-SD read one, and its rollouts count in the budget."""
+    out = tmp_path / "run"
+    result = train(tiny(out, algo=algo, baseline_semantics=semantics, tasks="heads_0,heads_1,tails_0,tails_1",
+                        pig_every=0))
+    r = rows(out)
+    assert bool([x for x in r if x.get("phase") == "bank"]) is builds
+    assert (out / "bank.sqlite").exists() is builds
+    assert result["rollouts"] == (12 if builds else 0) + 4  # 4 tasks x 3 bank samples, then one step of 2 x 2

@@ -34,9 +34,10 @@ def test_heldout_and_training_pools_are_fixed_disjoint_and_large_enough():
 def test_plan_puts_the_headline_first_seeds_first_and_gives_them_three_seeds():
     names = [r.name for r in se.plan([v.name for v in se.VARIANTS], None)]
     assert names[:3] == ["lopd-s0", "grpo-s0", "opsd-s0"]
+    three = ("lopd", "grpo", "opsd", "sdpo-ref", "sdft-ref")  # the headline and the references' baselines
     assert sorted(n for n in names if n.endswith(("-s1", "-s2"))) == sorted(
-        f"{a}-s{s}" for a in ("lopd", "grpo", "opsd") for s in (1, 2))
-    assert len(names) == len(se.VARIANTS) + 6
+        f"{a}-s{s}" for a in three for s in (1, 2))
+    assert len(names) == len(se.VARIANTS) + 2 * len(three)
     with pytest.raises(SystemExit):
         se.plan(["nope"], None)
 

@@ -96,6 +96,12 @@ class Algorithm:
         return hook(task) if hook is not None and task is not None else None
 
     @classmethod
+    def needs_bank(cls, cfg) -> bool:
+        """Whether a run of this algorithm with these settings reads the experience bank: only then does the
+        trainer open one (and, in reference mode, spend rollouts of the budget building it)."""
+        return cls.uses_bank
+
+    @classmethod
     def records_top_m(cls, cfg) -> bool:
         """Whether the sampler should record the student's top-M tokens and log-probs at each sampled token."""
         return False

@@ -95,6 +95,9 @@ def resolve(algo_cls, cfg) -> Semantics:
 
 class SelfDistillation(Algorithm):
     uses_bank = True
+    #: reads the bank under the references' semantics too (Skill-SD summarises banked successes); SDPO's and
+    #: SDFT's references never do (a group success; the prompt's own demonstration), so no bank is built for them
+    bank_in_reference = False
     #: the reference's defaults (teacher, divergence, tail); a subclass states its own
     reference: dict = dict(teacher="base", loss="jsd", tail=True)
     #: v2 applied the importance ratio (Skill-SD only)
@@ -103,6 +106,10 @@ class SelfDistillation(Algorithm):
     framing: tuple[str, str] = ("", "")
     #: v2: when a context is longer than ``--experience-tokens``, keep its end rather than its start
     keep_end = False
+
+    @classmethod
+    def needs_bank(cls, cfg) -> bool:
+        return cfg.baseline_semantics == "v2" or cls.bank_in_reference
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)

@@ -65,6 +65,7 @@ class SkillSD(SelfDistillation):
     reference = dict(teacher="base", loss="topk", tail=True)
     v2_importance = True
     framing = FRAMING
+    bank_in_reference = True  # its skills are summarised from the bank's successes under either semantics
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)

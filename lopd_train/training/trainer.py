@@ -85,7 +85,7 @@ class Trainer:
         if latest is None and self.cfg.init_from:
             latest = checkpoints.fork(self, Path(self.cfg.init_from))
         self._load_policy()
-        self.bank_mode = bank_modes.make(self.cfg) if self.algo_cls.uses_bank else None
+        self.bank_mode = bank_modes.make(self.cfg) if self.algo_cls.needs_bank(self.cfg) else None
         self.bank = self.bank_mode.open(self, fresh=latest is None) if self.bank_mode is not None else None
         self.retriever = None
         self.algo = self.algo_cls(self.policy, self.tokenizer, self.cfg, self.bank, None)

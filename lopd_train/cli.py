@@ -160,6 +160,27 @@ results.md (table), results.png (bar chart); after a run on HumanEval+, MBPP+ or
 answers as evalplus samples (humaneval.jsonl, mbpp.jsonl) and bfcl-eval result files
 (bfcl_result/<model>/BFCL_v3_<category>_result.json), with manifest.json, for the official tools.
 HUMANEVAL_OVERRIDE_PATH / MBPP_OVERRIDE_PATH (evalplus's variables) replace the dataset file, as in evalplus.
+
+a local server (README "Serving the model yourself"): llama.cpp through llama-cpp-python, in a venv of its own
+(its PyPI release is a source build, BUILD_TIME on 2 cores), serving the bundled SmolLM2 GGUF:
+  python3 -m venv ~/venv-llamacpp && ~/venv-llamacpp/bin/pip install "llama-cpp-python[server]"
+  GGUF=$(python -m lopd_train.evaluation.gguf_f32)   # F32 copy of the hf backend's weights; --bundled: the Q4_1
+  ~/venv-llamacpp/bin/python -m llama_cpp.server --model "$GGUF" --model_alias smollm2 --host 127.0.0.1 \\
+      --port 8000 --n_ctx 4096 --n_threads 2 --n_threads_batch 2 &
+  lopd-eval --model smollm2 --backend openai --base-url http://127.0.0.1:8000/v1 --tool-mode text \\
+      --request-extra '{"repeat_penalty": 1.0}' --env lopd/BFCLv3-v0 --category simple --output evals/llamacpp
+greedy: lopd sends temperature 0 and top_p 1; llama.cpp adds repeat_penalty 1.1 unless the request says 1.0
+(--request-extra: JSON merged into every request's body, recorded in results.json). The GGUF's own chat
+template gives the hf backend's prompts and text replies (--tool-mode text); for native tools= add
+--chat_format chatml-function-calling to the server (--tool-mode native). LOPD_LLAMACPP_PYTHON=
+~/venv-llamacpp/bin/python pytest --runslow tests/test_eval_llamacpp.py runs this against the hf backend.
+vLLM and SGLang (GPU; not run here) apply the model's generation_config.json (Qwen2.5: repetition_penalty
+1.05) unless told not to, and parse tool calls only with a parser named (without one, vLLM refuses tools=
+with HTTP 400 and --tool-mode auto falls back to text, counted in results.json):
+  vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000 --generation-config vllm --enable-auto-tool-choice \\
+      --tool-call-parser hermes
+  python -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --port 30000 --sampling-defaults openai \\
+      --tool-call-parser qwen25
 """
 
 
@@ -274,6 +295,7 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     from lopd_train import models
     from lopd_train.experience.bank import ExperienceBank
     from lopd_train.rollout.engine import make_envs, task_ids
+    from lopd_train.training.envs import run_env_kwargs
     from lopd_train.training.heldout import disjoint_task_pools
 
     p = one_line_parser(bank_parser())
@@ -287,11 +309,7 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     if out.exists():
         p.error(f"{out} exists: a bank is built once; choose another --out or remove it")
-    env_kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
-    if cfg.category:
-        cats = cfg.category.split(",")
-        env_kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **env_kwargs)
+    envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **run_env_kwargs(cfg))  # as lopd-train's
     tasks = cfg.tasks.split(",") if cfg.tasks else task_ids(envs[0])
     if cfg.eval_tasks:
         tasks = disjoint_task_pools(tasks, cfg.eval_tasks.split(","), explicit_train=bool(cfg.tasks))

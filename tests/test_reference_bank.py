@@ -337,3 +337,23 @@ def test_only_a_baseline_that_reads_the_bank_spends_rollouts_building_one(tmp_pa
     assert bool([x for x in r if x.get("phase") == "bank"]) is builds
     assert (out / "bank.sqlite").exists() is builds
     assert result["rollouts"] == (12 if builds else 0) + 4  # 4 tasks x 3 bank samples, then one step of 2 x 2
+
+
+def test_bank_build_makes_its_envs_with_lopd_trains_arguments(tmp_path, monkeypatch):
+    """``lopd bank build`` builds its env as ``lopd-train`` does (one place assembles the arguments): the data
+    folder and the turn limit reach it, not only the category and --env-kwargs."""
+    import lopd_train.rollout.engine as engine
+    from lopd_envs.cli import main
+
+    seen = []
+
+    def make_envs(env_id, n, **kwargs):
+        seen.append(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(engine, "make_envs", make_envs)
+    with pytest.raises(RuntimeError, match="stop here"):
+        main(["bank", "build", "--out", str(tmp_path / "b.sqlite"), "--env", "lopd-test/Coin-v0", "--category",
+              "all", "--model", "tiny-random", "--data-dir", str(tmp_path), "--max-turns", "3",
+              "--env-kwargs", '{"extra": 1}', "--no-progress"])
+    assert seen == [{"extra": 1, "category": "all", "data_dir": str(tmp_path), "max_turns": 3}]

@@ -327,8 +327,9 @@ class LoggingSection:
     export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")
-    report_to: str = listed("tensorboard", "trackers of every metric and of the rollout tables: none, tensorboard, "
-                                           "trackio, wandb, several at once (lopd_train/tracking.py)")
+    report_to: str = listed("tensorboard", "accelerate's trackers of every metric and of the rollout tables, several "
+                                           f"at once: {', '.join(tracking.REPORT_TO)} (all: every one installed; "
+                                           "lopd_train/tracking.py)")
     push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
                                          "Face hub model repository at the end (lopd-export does it later)")
     rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
@@ -481,8 +482,8 @@ class EvalOutputSection:
     resume: bool = knob(False, "skip records already in --output/records.jsonl (same settings)")
     progress: bool = knob(True, "show a progress bar")
     report_to: str = listed("none", "trackers of the results and a table of the episodes, as lopd-train's "
-                                    "--report-to: none, tensorboard (needs torch), trackio, wandb, several at once "
-                                    "(lopd_train/evaluation/tracking.py)")
+                                    f"--report-to (accelerate's, need torch): {', '.join(tracking.REPORT_TO)}, "
+                                    "several at once (lopd_train/evaluation/tracking.py)")
 
 
 EVAL_SECTIONS = (EvalModelSection, EvalEnvSection, EvalSamplingSection, EvalBackendSection, EvalOutputSection)

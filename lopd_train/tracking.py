@@ -1,19 +1,38 @@
 """Experiment tracking: every metric row of ``metrics.jsonl`` and, every N steps, a table of rollouts, sent to
-the trackers a run reports to (``--report-to``, the transformers convention: ``none``, ``tensorboard``,
-``trackio``, ``wandb``, several at once).
+the trackers a run reports to (``--report-to``, several at once).
+
+Why accelerate's tracker API (``accelerate.tracking``): accelerate is already the trainer's launcher and
+collectives, and its trackers put one interface (``GeneralTracker``: ``store_init_configuration``,
+``log(values, step)``, ``log_table`` where the tracker has tables, ``finish``) over nine of them, where lopd
+used to hand-write three. ``--report-to`` takes accelerate's names (:data:`TRACKERS`), ``all`` (every one
+installed, as accelerate and transformers read it) and ``none``. What lopd keeps on top:
+
+* rows as ``<phase>/<key>`` scalars at their step (non-numbers skipped), :func:`scalars`;
+* TensorBoard in the run folder's ``tb/``: accelerate writes to ``logging_dir/run_name``, so lopd passes the
+  run folder and ``"tb"``; a resumed run's ``purge_step`` goes to ``SummaryWriter`` through accelerate's kwargs,
+  so no wrapper is needed to drop the events logged after the checkpoint;
+* the rollout tables: ``log_table`` where the tracker has it (wandb, clearml), a ``trackio.Table`` for trackio
+  (its ``log`` takes one; accelerate's trackio tracker has no ``log_table``), the markdown table as TEXT for
+  TensorBoard, and elsewhere skipped with one warning;
+* wandb and swanlab keep their own step: they drop what comes at a step already logged (wandb also below it),
+  and lopd's x is not monotone (cold-start steps, then training steps; held-out curves at rollout counts), so
+  x goes in as the value ``"x"``.
 
 Why a table of rollouts: scalars say that the reward moved, not what the student writes. Each row holds the
 end of the prompt, the completion, the reward, the ids of the experiences the teacher was conditioned on,
-the privileged margin δ and the teacher-student KL (empty where the algorithm has none), so a run can be
-read as text in trackio's or wandb's table view (TensorBoard gets it as a markdown table under TEXT).
+the privileged margin δ and the teacher-student KL (empty where the algorithm has none).
 
-Each backend is imported only when chosen: ``tensorboard`` comes with ``lopd[train]``, ``trackio`` and ``wandb``
-with ``lopd[tracking]``. wandb honours its own settings (``WANDB_MODE=offline`` writes locally; ``WANDB_PROJECT``);
-trackio writes into its local database (``TRACKIO_DIR``) unless a Space is configured.
+Names and packages are checked when a config is built, without importing accelerate (it imports torch, which
+``lopd[eval]`` has not): :data:`TRACKERS` is accelerate's ``LOGGER_TYPE_TO_CLASS`` (a test holds them equal), a
+missing package is one line naming its install. Each tracker follows its own settings (``WANDB_MODE=offline``,
+``WANDB_PROJECT``, ``TRACKIO_DIR``, ``MLFLOW_TRACKING_URI``...).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,20 +40,44 @@ from typing import Any, Sequence
 
 from lopd_envs.options import check_choice
 
-REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
+log = logging.getLogger(__name__)
+
+#: accelerate's tracker names -> (the modules accelerate looks for, what to pip install)
+TRACKERS = {"aim": (("aim",), "aim"), "clearml": (("clearml",), "clearml"),
+            "comet_ml": (("comet_ml",), "comet-ml"), "dvclive": (("dvclive",), "dvclive"),
+            "mlflow": (("mlflow",), "mlflow"), "swanlab": (("swanlab",), "swanlab"),
+            "tensorboard": (("tensorboard", "tensorboardX"), '"lopd[train]"'),
+            "trackio": (("trackio",), '"lopd[tracking]"'), "wandb": (("wandb",), '"lopd[tracking]"')}
+REPORT_TO = ("none", "all", *TRACKERS)
+OWN_STEP = ("wandb", "swanlab")  # x as the value "x", not as their step (module docstring)
+CONFIG_AT_INIT = ("wandb", "trackio")  # their config goes to their init (:func:`init_kwargs`)
 ROLLOUT_COLUMNS = ("step", "task_id", "prompt_tail", "completion", "reward", "experience_ids", "delta",
                    "teacher_student_kl")
 
 
+def _installed(modules: Sequence[str]) -> bool:
+    return any(importlib.util.find_spec(m) is not None for m in modules)
+
+
 def parse_report_to(value: str | Sequence[str] | None) -> list[str]:
-    """``"tensorboard,wandb"``, a list, ``"none"`` or None as the list of trackers (checked, no repeats)."""
+    """``"tensorboard,wandb"``, a list, ``"none"``, ``"all"`` or None as the list of trackers (checked, no
+    repeats; ``all`` is expanded by :class:`Tracker`). Raises ``ValueError``, one line, for a name accelerate
+    has not or a tracker whose package is not installed."""
     items = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value or [])
     items = [v for v in items if v]
     for item in items:
         check_choice("report_to", item, REPORT_TO)
     if "none" in items and len(items) > 1:
         raise ValueError(f"report_to: 'none' cannot be combined with other trackers, got {items}")
-    return [] if items in ([], ["none"]) else list(dict.fromkeys(items))
+    items = [] if items in ([], ["none"]) else list(dict.fromkeys(items))
+    if items and not _installed(("accelerate",)):
+        raise ValueError('report_to: the trackers are accelerate\'s, which is not installed: '
+                         'pip install "lopd[tracking]"')
+    for item in items:
+        if item != "all" and not _installed(TRACKERS[item][0]):
+            raise ValueError(f"report_to: {item!r} needs the {TRACKERS[item][0][0]} package, which is not "
+                             f"installed: pip install {TRACKERS[item][1]}")
+    return items
 
 
 @dataclass
@@ -70,32 +113,68 @@ def scalars(row: dict[str, Any]) -> tuple[dict[str, float], int]:
     return values, x
 
 
+def hparams(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with what is not a bool, number, string or None as JSON text (TensorBoard's hparams take
+    no lists or dicts)."""
+    return {k: v if v is None or isinstance(v, (bool, int, float, str)) else json.dumps(v, default=str)
+            for k, v in config.items()}
+
+
+def init_kwargs(name: str, out_dir: Path, run_name: str, config: dict[str, Any], resume: bool,
+                purge_step: int | None) -> dict[str, Any]:
+    """The keyword arguments of accelerate's tracker ``name`` (its ``init_kwargs``): the run's name, a resume,
+    where a local tracker writes in the run folder. wandb's and trackio's config go in here: accelerate's
+    ``store_init_configuration`` updates their module's ``config``, which wandb's ``reinit="create_new"`` runs
+    leave unset and which is a plain dict in trackio (``allow_val_change`` would become a key)."""
+    return {"tensorboard": {"purge_step": purge_step},
+            "wandb": {"name": run_name, "dir": str(out_dir), "resume": "allow" if resume else None,
+                      "reinit": "create_new", "config": config},
+            "trackio": {"name": run_name, "config": config, "resume": "allow" if resume else "never",
+                        "embed": False, "auto_log_cpu": False, "auto_log_gpu": False},
+            "mlflow": {"run_name": run_name}, "swanlab": {"experiment_name": run_name},
+            "dvclive": {"dir": str(out_dir / "dvclive"), "resume": resume}}.get(name, {})
+
+
 class Tracker:
-    """Sends metric rows and rollout tables to every chosen backend; ``report_to=[]`` sends nothing."""
+    """Sends metric rows and rollout tables to accelerate's trackers for ``report_to``; ``[]`` sends nothing.
+    Built where ``Accelerator.init_trackers`` would be: on the main process (the trainer's rank 0)."""
 
     def __init__(self, report_to: Sequence[str], out_dir: str | Path, project: str = "lopd",
                  run_name: str | None = None, config: dict[str, Any] | None = None, resume: bool = False,
                  purge_step: int | None = None):
-        self.report_to = parse_report_to(list(report_to))
+        chosen = parse_report_to(list(report_to))
         self.out_dir = Path(out_dir)
+        self.trackers: list[Any] = []
+        self.names: list[str] = []
+        self._untabled: set[str] = set()
+        if not chosen:
+            return
+        from accelerate import PartialState
+        from accelerate.tracking import LOGGER_TYPE_TO_CLASS, filter_trackers
+
+        PartialState()  # accelerate's trackers log through its logger, which needs its state (a no-op if set)
+        too_old = [n for n in chosen if n != "all" and n not in LOGGER_TYPE_TO_CLASS]
+        if too_old:  # the names are accelerate 1.9's
+            raise ValueError(f"report_to: this accelerate has no {too_old} tracker: pip install 'accelerate>=1.9'")
+        self.names = [getattr(t, "value", str(t)) for t in filter_trackers(chosen, logging_dir=str(self.out_dir))]
+        missing = [n for n in chosen if n != "all" and n not in self.names]
+        if missing:  # importlib found the package, accelerate's check did not (e.g. no distribution metadata)
+            raise ValueError(f"report_to: accelerate finds no installed package for {missing}: pip install "
+                             + " ".join(TRACKERS[n][1] for n in missing))
         run_name = run_name or self.out_dir.name
-        self._tb = self._trackio = self._wandb = None
-        if "tensorboard" in self.report_to:
-            from torch.utils.tensorboard import SummaryWriter
-
-            # purge_step: a resumed run drops the events logged after its checkpoint
-            self._tb = SummaryWriter(str(self.out_dir / "tb"), purge_step=purge_step)
-        if "trackio" in self.report_to:
-            import trackio
-
-            self._trackio = trackio.init(project=project, name=run_name, config=config or {},
-                                         resume="allow" if resume else "never", embed=False,
-                                         auto_log_cpu=False, auto_log_gpu=False)
-        if "wandb" in self.report_to:
-            import wandb
-
-            self._wandb = wandb.init(project=project, name=run_name, config=config or {}, dir=str(self.out_dir),
-                                     resume="allow" if resume else None, reinit="create_new")
+        try:
+            for name in self.names:
+                cls = LOGGER_TYPE_TO_CLASS[name]
+                where = [str(self.out_dir)] if cls.requires_logging_directory else []
+                tracker = cls("tb" if name == "tensorboard" else project, *where,
+                              **init_kwargs(name, self.out_dir, run_name, config or {}, resume, purge_step))
+                tracker.start()
+                self.trackers.append(tracker)
+                if config and name not in CONFIG_AT_INIT:
+                    tracker.store_init_configuration(hparams(config) if name == "tensorboard" else config)
+        except BaseException:
+            self.close()
+            raise
 
     def log(self, row: dict[str, Any]) -> None:
         """One ``metrics.jsonl`` row."""
@@ -105,41 +184,38 @@ class Tracker:
         """Named numbers at ``x`` (a step, or a rollout count for the held-out curves)."""
         if not values:
             return
-        if self._tb is not None:
-            for tag, v in values.items():
-                self._tb.add_scalar(tag, v, x)
-            self._tb.flush()
-        if self._trackio is not None:
-            self._trackio.log(values, step=x)
-        if self._wandb is not None:
-            self._wandb.log({**values, "x": x})
+        for tracker in self.trackers:
+            if tracker.name in OWN_STEP:
+                tracker.log({**values, "x": x})
+            else:
+                tracker.log(values, step=x)
 
     def log_rollouts(self, rows: Sequence[RolloutRow], step: int) -> None:
-        """A table of rollouts at ``step``."""
+        """A table of rollouts at ``step``: ``log_table`` where the tracker has it, TensorBoard's markdown
+        text, trackio's ``Table``; one warning per tracker that has none."""
         if not rows:
             return
         data = [r.cells(step) for r in rows]
-        if self._tb is not None:
-            self._tb.add_text("rollouts", markdown_table(data), step)
-            self._tb.flush()
-        if self._trackio is not None:
-            import trackio
+        for tracker in self.trackers:
+            if hasattr(tracker, "log_table"):
+                tracker.log_table("rollouts", columns=list(ROLLOUT_COLUMNS), data=data,
+                                  step=None if tracker.name in OWN_STEP else step)
+            elif tracker.name == "tensorboard":
+                tracker.log({"rollouts": markdown_table(data)}, step=step)  # a string: accelerate's add_text
+            elif tracker.name == "trackio":
+                import trackio
 
-            self._trackio.log({"rollouts": trackio.Table(columns=list(ROLLOUT_COLUMNS), data=data,
-                                                         allow_mixed_types=True)}, step=step)
-        if self._wandb is not None:
-            import wandb
-
-            self._wandb.log({"rollouts": wandb.Table(columns=list(ROLLOUT_COLUMNS), data=data), "x": step})
+                tracker.log({"rollouts": trackio.Table(columns=list(ROLLOUT_COLUMNS), data=data,
+                                                       allow_mixed_types=True)}, step=step)
+            elif tracker.name not in self._untabled:
+                self._untabled.add(tracker.name)
+                log.warning("report_to: accelerate's %s tracker takes no tables; the rollout tables are not "
+                            "sent to it", tracker.name)
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-        if self._trackio is not None:
-            self._trackio.finish()
-        if self._wandb is not None:
-            self._wandb.finish()
-        self._tb = self._trackio = self._wandb = None
+        for tracker in self.trackers:
+            tracker.finish()
+        self.trackers = []
 
 
 def markdown_table(data: Sequence[Sequence[Any]]) -> str:

@@ -68,7 +68,7 @@ def test_flags_win_over_the_file_which_wins_over_defaults(tmp_path):
     (["--algo", "lpod"], "invalid choice: 'lpod'"),
     (["--kl-support", "both"], "invalid choice: 'both'"),
     (["--steps", "ten"], "invalid int value"),
-    (["--report-to", "tensorboard", "wanb"], "report_to must be one of 'none', 'tensorboard', 'trackio', 'wandb'"),
+    (["--report-to", "tensorboard", "wanb"], "report_to must be one of 'none', 'all', 'aim', 'clearml'"),
 ])
 def test_bad_flags_fail_before_anything_loads(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

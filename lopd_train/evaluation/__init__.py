@@ -35,7 +35,7 @@ from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.records import RecordWriter, read_records, record_key, settled
 from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
-from lopd_train.tracking import parse_report_to
+from lopd_train.tracking import REPORT_TO, parse_report_to
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, Eva
     evaluation sections of :mod:`lopd_train.config`, checked when it is built."""
 
     # lopd-train's trackers for the results (evaluation/tracking.py); here until config.EvalOutputSection has it
-    report_to: str = config.listed("none", "trackers of the results and a table of the episodes: none, "
-                                           "tensorboard (needs torch), trackio, wandb, several at once")
+    report_to: str = config.listed("none", "trackers of the results and a table of the episodes, accelerate's (need "
+                                           "torch): " + ", ".join(REPORT_TO) + ", several at once")
 
     def __post_init__(self) -> None:
         config.normalise(self, json_dict=config.EVAL_JSON)

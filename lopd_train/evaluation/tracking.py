@@ -1,10 +1,11 @@
 """``lopd-eval --report-to``: an evaluation's numbers in the same trackers ``lopd-train`` reports to.
 
-Why: a user who follows training runs in TensorBoard, trackio or wandb wants the evaluation beside them. The
-trackers are lopd-train's (:class:`lopd_train.tracking.Tracker`, same names, same ``--report-to``
-values); what goes to them is what ``results.md`` shows: every row with a value as ``eval/<benchmark>/<metric>``
-(rows never run are left out, not sent as 0), and one table of the episodes (task, the end of the prompt, the
-last reply, the reward). The default is ``none``: ``tensorboard`` needs torch, which ``lopd[eval]`` has not.
+Why: a user who follows training runs in TensorBoard, trackio, wandb or another of accelerate's trackers wants
+the evaluation beside them. The trackers are lopd-train's (:class:`lopd_train.tracking.Tracker`, accelerate's,
+same ``--report-to`` values); what goes to them is what ``results.md`` shows: every row with a value as
+``eval/<benchmark>/<metric>`` (rows never run are left out, not sent as 0), and one table of the episodes (task,
+the end of the prompt, the last reply, the reward). The default is ``none``: accelerate needs torch, which
+``lopd[eval]`` has not (``lopd[tracking]`` brings it).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def episode_rows(records: Sequence[dict[str, Any]], tail_chars: int = 400) -> li
 
 def send(report_to: str | Sequence[str] | None, results: dict[str, Any], records: Sequence[dict[str, Any]],
          out: Path, settings: dict[str, Any]) -> list[str]:
-    """Log ``results`` and a table of ``records`` to each tracker of ``report_to``; returns those used."""
+    """Log ``results`` and a table of ``records`` to each tracker of ``report_to``; returns those used (``all``
+    expanded)."""
     from lopd_train.tracking import Tracker, parse_report_to
 
     chosen = parse_report_to(report_to)
@@ -58,4 +60,4 @@ def send(report_to: str | Sequence[str] | None, results: dict[str, Any], records
         tracker.log_rollouts(episode_rows(records), 0)
     finally:
         tracker.close()
-    return chosen
+    return tracker.names

@@ -141,8 +141,8 @@ class Tracker:
 
     def __init__(self, report_to: Sequence[str], out_dir: str | Path, project: str = "lopd",
                  run_name: str | None = None, config: dict[str, Any] | None = None, resume: bool = False,
-                 purge_step: int | None = None):
-        chosen = parse_report_to(list(report_to))
+                 purge_step: int | None = None, exclude: Sequence[str] = ()):
+        chosen = [n for n in parse_report_to(list(report_to)) if n not in exclude]
         self.out_dir = Path(out_dir)
         self.trackers: list[Any] = []
         self.names: list[str] = []
@@ -156,7 +156,8 @@ class Tracker:
         too_old = [n for n in chosen if n != "all" and n not in LOGGER_TYPE_TO_CLASS]
         if too_old:  # the names are accelerate 1.9's
             raise ValueError(f"report_to: this accelerate has no {too_old} tracker: pip install 'accelerate>=1.9'")
-        self.names = [getattr(t, "value", str(t)) for t in filter_trackers(chosen, logging_dir=str(self.out_dir))]
+        self.names = [getattr(t, "value", str(t)) for t in filter_trackers(chosen, logging_dir=str(self.out_dir))
+                      if getattr(t, "value", str(t)) not in exclude]  # ``all`` expanded, then ``exclude`` applied
         missing = [n for n in chosen if n != "all" and n not in self.names]
         if missing:  # importlib found the package, accelerate's check did not (e.g. no distribution metadata)
             raise ValueError(f"report_to: accelerate finds no installed package for {missing}: pip install "

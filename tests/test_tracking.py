@@ -135,6 +135,18 @@ def test_all_is_every_tracker_accelerate_finds_installed(tmp_path, monkeypatch):
     assert tracker.names == ["tensorboard"] and list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
 
+def test_no_tensorboard_leaves_it_out_of_all_too(tmp_path, monkeypatch):
+    """``--no-tensorboard`` with ``--report-to all``: ``all`` is expanded first, then TensorBoard left out."""
+    from accelerate import tracking as accelerate_tracking
+    from accelerate.utils import LoggerType
+
+    monkeypatch.setattr(accelerate_tracking, "_available_trackers", [LoggerType.TENSORBOARD])
+    tracker = Tracker(["all"], tmp_path, exclude=("tensorboard",))
+    tracker.log(ROWS[1])
+    tracker.close()
+    assert tracker.names == [] and not (tmp_path / "tb").exists()
+
+
 def test_a_tracker_without_tables_gets_the_scalars_and_one_warning(tmp_path, caplog):
     class NoTables:  # as accelerate's dvclive, mlflow, aim, comet_ml and swanlab trackers: log, no log_table
         name = "dvclive"

@@ -192,9 +192,9 @@ class Trainer:
         cfg = self.cfg
         if not self.dist.is_main:
             return None
-        report_to = [t for t in tracking.parse_report_to(cfg.report_to) if cfg.tensorboard or t != "tensorboard"]
-        return tracking.Tracker(report_to, self.out, run_name=self.out.name, config=cfg.to_dict(), resume=resumed,
-                                purge_step=self.step + 1 if self.step else None)
+        return tracking.Tracker(tracking.parse_report_to(cfg.report_to), self.out, run_name=self.out.name,
+                                config=cfg.to_dict(), resume=resumed, purge_step=self.step + 1 if self.step else None,
+                                exclude=() if cfg.tensorboard else ("tensorboard",))
 
     def make_heldout(self, env_kwargs: dict[str, Any], resumed: bool):
         """The held-out evaluator (None when off), with the training-tasks one beside it when asked; takes the

@@ -118,7 +118,7 @@ def test_a_run_with_records_needs_resume(bfcl_data, tmp_path):
 # The child process's writer pauses after each durable write, so the kill lands while the run is surely
 # still going (a tiny model could otherwise finish a short run between two polls); the records, the fsync
 # and the resume are the real code paths.
-_SLOWED_CHILD = ("import sys, time; from lopd_train.evaluation import records as R; from lopd_train.cli import eval_main; "
+_SLOWED_CHILD = ("import sys, time; from lopd_train import records as R; from lopd_train.cli import eval_main; "
                  "w = R.RecordWriter.write; R.RecordWriter.write = lambda self, rec: (w(self, rec), time.sleep({pause}))[0]; "
                  "sys.exit(eval_main(sys.argv[1:]))")
 

@@ -11,6 +11,11 @@ the backends is float arithmetic: summation order in llama.cpp's kernels vs torc
 left padding. Greedy decoding can flip where two logits nearly tie, after which a reply diverges; the
 tolerance is therefore on tasks, not on the number: at most one task of the set may be scored differently,
 and at least 3/4 of the first replies must be identical text.
+
+The server's command line is the README recipe's (:func:`~lopd_train.evaluation.llamacpp_server.server_args`;
+tests/test_eval_serving_recipe.py keeps the two equal). The other two tests offer tools natively: to the GGUF's
+own template (``--tool-mode auto``) and through ``--chat_format chatml-function-calling`` (``native``), which
+answers with ``tool_calls`` only when the request says ``tool_choice: "auto"``.
 """
 
 from __future__ import annotations
@@ -104,3 +109,29 @@ def test_openai_sdk_backend_in_auto_tool_mode_against_llamacpp(bfcl_data, tmp_pa
     assert backend["tool_requests"] >= 2 and backend["retries"] == 0
     assert backend["text_fallbacks"] == sum(r["text_fallbacks"] for r in records)
     assert backend["native_tools"] in (True, False, "partly")
+
+
+@pytest.mark.slow
+def test_native_tool_calls_through_the_function_calling_chat_format(bfcl_data, tmp_path):
+    """The recipe's native-tools variant: a server started with ``--chat_format chatml-function-calling`` takes
+    ``tools=`` and answers with ``tool_calls`` (grammar-constrained), which lopd records as calls and the env
+    scores; ``--tool-mode native`` sends no text tool prompt and nothing falls back."""
+    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+    from lopd_train.evaluation.llamacpp_server import NATIVE_TOOLS_CHAT_FORMAT
+
+    python = _server_python()
+    with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2", chat_format=NATIVE_TOOLS_CHAT_FORMAT) as url:
+        results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
+                                      category="simple", limit=3, max_new_tokens=96, tool_mode="native",
+                                      request_extra=GREEDY_EXTRA, concurrency=1, request_timeout=600,
+                                      output=str(tmp_path / "native"), progress=False))
+    backend = results["backend"]
+    records = read_records(tmp_path / "native" / "records.jsonl")
+    calls = [m["tool_calls"] for r in records for m in r["messages"]
+             if m["role"] == "assistant" and m.get("tool_calls")]
+    print("llama.cpp native tools:", {k: backend[k] for k in ("native_tools", "tool_requests", "text_fallbacks",
+                                                              "bad_replies")}, "calls:", calls,
+          "rewards:", [r["reward"] for r in records])
+    assert len(records) == 3 and all(r["scored"] and not r.get("error") for r in records)
+    assert backend["native_tools"] is True and backend["text_fallbacks"] == 0 and backend["bad_replies"] == 0
+    assert calls, "no reply came back as tool_calls"

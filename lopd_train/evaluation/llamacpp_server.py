@@ -25,6 +25,21 @@ PYTHON_ENV = "LOPD_LLAMACPP_PYTHON"
 GREEDY_EXTRA = {"repeat_penalty": 1.0}
 
 
+#: llama-cpp-python's chat format that turns ``tools=`` into native tool calls (a grammar-constrained
+#: ``functions.<name>:`` reply parsed into ``tool_calls``); without it the GGUF's own template renders the chat
+#: and the server returns text only, which is what ``--tool-mode text`` wants (the ``hf`` backend's prompt).
+NATIVE_TOOLS_CHAT_FORMAT = "chatml-function-calling"
+
+
+def server_args(gguf: Path | str, alias: str = "smollm2", host: str = "127.0.0.1", port: int = 8000,
+                n_ctx: int = 4096, threads: int = 2, chat_format: str | None = None) -> list[str]:
+    """What follows ``python -m llama_cpp.server``: the README recipe's command line and the slow test's.
+    ``n_ctx``: the server's default is 2048 tokens, prompt and reply together; SmolLM2 takes up to 8192."""
+    args = ["--model", str(gguf), "--model_alias", alias, "--host", host, "--port", str(port),
+            "--n_ctx", str(n_ctx), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    return args + (["--chat_format", chat_format] if chat_format else [])
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -33,17 +48,18 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def llamacpp_server(python: str, gguf: Path, alias: str = "smollm2", n_ctx: int = 4096, threads: int = 2,
-                    startup_timeout: float = 600.0, log_path: Path | None = None) -> Iterator[str]:
+                    startup_timeout: float = 600.0, log_path: Path | None = None,
+                    chat_format: str | None = None) -> Iterator[str]:
     """Serve ``gguf`` under the name ``alias``; yields the base URL (``http://127.0.0.1:PORT/v1``).
 
-    The chat template is the GGUF's own (no ``--chat_format``), so prompts render as the ``hf`` backend's
-    tokenizer renders them. A server that dies or never answers raises with the tail of its log."""
+    Without ``chat_format`` the chat template is the GGUF's own, so prompts render as the ``hf`` backend's
+    tokenizer renders them; :data:`NATIVE_TOOLS_CHAT_FORMAT` gives native tool calls instead. A server that
+    dies or never answers raises with the tail of its log."""
     import requests
 
     port = free_port()
-    cmd = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias, "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-           "--n_threads_batch", str(threads)]
+    cmd = [python, "-m", "llama_cpp.server", *server_args(gguf, alias, "127.0.0.1", port, n_ctx, threads,
+                                                           chat_format)]
     own_log = log_path is None
     if own_log:
         fd, name = tempfile.mkstemp(prefix="llamacpp-server-", suffix=".log")

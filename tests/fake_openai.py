@@ -20,7 +20,43 @@ def completion(message: dict[str, Any], tokens: int = 5) -> dict[str, Any]:
             "usage": {"completion_tokens": tokens, "prompt_tokens": 1, "total_tokens": tokens + 1}}
 
 
-class FakeServer:
+class QuietJSONHandler(BaseHTTPRequestHandler):
+    """What every stand-in's request handler shares: no request log, and JSON answers that tell the SDK to retry
+    after a millisecond (``retry-after-ms: 1``) instead of its backoff."""
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, payload):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("retry-after-ms", "1")
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class LoopbackServer:
+    """A threading HTTP server on a free loopback port (``url`` ends in ``/v1``), serving from a daemon thread
+    while its ``with`` block lasts. A subclass builds its handler class and calls :meth:`serve`."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler], daemon_threads: bool = False) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = daemon_threads
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FakeServer(LoopbackServer):
     def __init__(self, reject_tools: bool = False, script: list[tuple[int, dict]] | None = None):
         self.requests: list[dict] = []
         self.reject_tools = reject_tools
@@ -28,10 +64,7 @@ class FakeServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietJSONHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server._lock:
@@ -50,23 +83,4 @@ class FakeServer:
                     msg = {"role": "assistant", "content": "```python\nprint(1)\n```"}
                 self._send(200, completion(msg))
 
-            def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("retry-after-ms", "1")
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)

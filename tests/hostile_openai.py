@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
+
+from tests.fake_openai import LoopbackServer, QuietJSONHandler
 
 
 def trickle_body(handler: BaseHTTPRequestHandler) -> None:
@@ -60,18 +62,15 @@ def text(content: Any, tokens: Any = 3) -> bytes:
                        "usage": {"completion_tokens": tokens}}).encode()
 
 
-class HostileServer:
+class HostileServer(LoopbackServer):
     def __init__(self, *answers: bytes | Callable[[BaseHTTPRequestHandler], None]):
         self.answers = list(answers)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietJSONHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -90,15 +89,4 @@ class HostileServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up on us: as it should
                     self.close_connection = True
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "HostileServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler, daemon_threads=True)

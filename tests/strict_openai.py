@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from tests.fake_openai import completion
+from tests.fake_openai import LoopbackServer, QuietJSONHandler, completion
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 STRING_FIELDS = ("reasoning_content", "name", "tool_call_id")
@@ -87,7 +86,7 @@ def gold_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": answer}
 
 
-class StrictServer:
+class StrictServer(LoopbackServer):
     def __init__(self, reply: Callable[[dict[str, Any]], dict[str, Any]] = default_reply):
         self.requests: list[dict[str, Any]] = []
         self.rejected: list[list[str]] = []
@@ -95,10 +94,7 @@ class StrictServer:
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietJSONHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 errors = message_errors(body.get("messages"))
@@ -135,23 +131,4 @@ class StrictServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("retry-after-ms", "1")
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> "StrictServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(Handler)

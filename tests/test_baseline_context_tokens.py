@@ -34,6 +34,7 @@ import torch
 
 import lopd_envs
 from lopd_train import models
+from tests.test_algorithms_context import capture_teacher_inputs
 
 gym.register_envs(lopd_envs)
 
@@ -183,13 +184,7 @@ def baseline(algo: str, name: str, bank=None, **kw):
 
 def teacher_inputs(algo, trajs) -> list[tuple[list[int], list[int]] | None]:
     """Run one update and return, per rollout, the (ids, action mask) its teacher scored (None: not scored)."""
-    seen: list[tuple[list[int], list[int]]] = []
-    real = algo.teacher_logits
-
-    def spy(seqs, masks):
-        seen.extend((s.tolist(), m.tolist()) for s, m in zip(seqs, masks))
-        return real(seqs, masks)
-    algo.teacher_logits = spy
+    seen = capture_teacher_inputs(algo)
     algo.update(trajs)
     out = []
     for t in trajs:

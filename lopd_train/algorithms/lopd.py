@@ -202,6 +202,9 @@ class LOPD(Algorithm):
         self.snapshot = Composer(policy, tokenizer, "anchor", **kw)  # the cold-started composer, frozen
         self.snapshot.compressor.requires_grad_(False)
         self.snapshot.copy_from(self.composer)
+        #: groups per encoder pass in a cold-start step: one on a CPU, all (None) elsewhere (cold_start_step)
+        self.compose_per_pass: int | None = 1 if self.device.type == "cpu" else None
+        self._pig = None  # the PIG metric (--pig-every), built on first use
         self.composer_params = self.composer.trainable_parameters()
         self.composer_opt = torch.optim.AdamW(self.composer_params, lr=cfg.composer_lr, weight_decay=0.0,
                                               betas=(0.9, 0.99))
@@ -394,7 +397,7 @@ class LOPD(Algorithm):
         if self.cfg.pig_every and step % self.cfg.pig_every == 0:  # --pig-every: the PIG metric
             from lopd_train.latent.diagnostics import PIGMetric
 
-            if getattr(self, "_pig", None) is None:
+            if self._pig is None:
                 self._pig = PIGMetric(self)
             out.update(self._pig.measure())
         return out
@@ -534,16 +537,6 @@ class LOPD(Algorithm):
         self.step_optimizer(self.cold_start_opt, self.composer_params, clips=self.cold_start_clips)
         return nll
 
-    @property
-    def compose_per_pass(self) -> int | None:
-        """Groups per encoder pass in a cold-start step: one on a CPU, all (None) elsewhere (see above)."""
-        if getattr(self, "_compose_per_pass", "unset") != "unset":
-            return self._compose_per_pass
-        return 1 if self.device.type == "cpu" else None
-
-    @compose_per_pass.setter
-    def compose_per_pass(self, n: int | None) -> None:
-        self._compose_per_pass = n
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self) -> dict[str, Any]:

@@ -201,9 +201,9 @@ class DynamicBank(BankMode):
 
     def cold_start_data(self, trainer) -> list:
         cfg = self.cfg
-        data = super().cold_start_data(trainer)
         if cfg.cold_start_steps <= 0:
-            return data
+            return []  # nothing to fit: no rollouts spent on it
+        data = super().cold_start_data(trainer)
         batches = 0
         while (trainer.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes
                and batches < cfg.cold_start_max_batches):

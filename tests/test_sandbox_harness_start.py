@@ -13,6 +13,7 @@ import pytest
 
 from lopd_envs.codeexec import valuecodec
 from lopd_envs.codeexec.functest import harness_source
+from tests.isolation import bubblewrap  # noqa: F401 - fixture
 
 VALUES = [{"a": [1, 2.5, "é\ud800", None, True, -0.0, 1e300, -(1 << 62) + 1]}, 'q"\\\n\t\x00', [[[]]], {},
           {"$": "tuple", "v": [1, {"$": "int", "v": "0x" + "f" * 40}]}, float("inf"), "", [float("-inf")]]
@@ -72,3 +73,50 @@ def test_harness_start_imports_no_heavy_module():
     assert out.returncode == 0, out.stderr
     loaded = set(out.stdout.split())
     assert not loaded & {"json", "re", "os", "subprocess", "shutil", "collections", "contextlib", "enum", "signal"}
+
+
+# ------------------------------------------------------------------ the harness sent compiled (issue 53 item 5)
+
+def _groups():
+    from lopd_envs.codeexec.functest import Group
+
+    return [Group("base", [[1], [2]], [5.0, 5.0], 20.0)]
+
+
+def test_the_harness_goes_compiled_for_the_sandboxs_interpreter(bubblewrap):
+    from lopd_envs.codeexec import precompiled
+    from lopd_envs.codeexec.functest import run_function_tests
+
+    program, head = precompiled.program(bubblewrap, harness_source())
+    assert program == precompiled.LOADER and head[20:24] == precompiled.compiled(
+        bubblewrap.python.executable, harness_source())[:4]
+    run = run_function_tests(bubblewrap, "def f(x):\n    return x * 2\n", "f", _groups(), timeout=60)
+    assert run.groups["base"].outputs == {0: 2, 1: 4} and run.groups["base"].ended
+
+
+def test_a_code_object_from_another_interpreter_falls_back_to_the_source(bubblewrap, monkeypatch):
+    """Another magic number (a Docker image whose Python is not the host's): the loader compiles the
+    source it was sent beside the code object, which it never unmarshals."""
+    from lopd_envs.codeexec import precompiled
+    from lopd_envs.codeexec.functest import run_function_tests
+
+    monkeypatch.setattr(precompiled, "compiled", lambda executable, source: b"\x00\x00\r\nnot a code object")
+    assert precompiled.program(bubblewrap, harness_source())[0] == precompiled.LOADER
+    run = run_function_tests(bubblewrap, "def f(x):\n    return x * 2\n", "f", _groups(), timeout=60)
+    assert run.groups["base"].outputs == {0: 2, 1: 4} and run.result.error is None, run.result.stderr
+
+
+def test_the_source_goes_as_it_is_when_told_or_without_a_local_interpreter(monkeypatch):
+    from lopd_envs.codeexec import precompiled
+
+    class Docker:
+        python = type("I", (), {"executable": "/nowhere/python3"})()
+
+    assert precompiled.program(Docker(), harness_source()) == (harness_source(), b"")
+    assert precompiled.program(object(), harness_source()) == (harness_source(), b"")
+    monkeypatch.setenv(precompiled.ENV_PRECOMPILED, "0")
+    from lopd_envs.sandbox import interpreter
+    from lopd_envs.sandbox.base import as_root
+
+    local = type("S", (), {"python": interpreter.resolve(as_root())})()
+    assert precompiled.program(local, harness_source()) == (harness_source(), b"")

@@ -5,6 +5,7 @@
 * :mod:`.valuecodec`: plain values to JSON and back across the sandbox boundary (also sent into it);
 * :mod:`.harness_io` and :mod:`.functest_harness`: programs that run *inside* the sandbox (standard
   library only; never imported by the scorer);
+* :mod:`.precompiled`: such a program sent in already compiled by the sandbox's own interpreter;
 * :mod:`.env`: :class:`CodeEnv` (the sandbox option and property) and :class:`CodeAnswerEpisode`.
 
 Verdicts stay with each suite: they follow its benchmark's own rules.

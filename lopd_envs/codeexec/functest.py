@@ -7,15 +7,16 @@ each suite compares outputs with its own benchmark's rules in the scorer's proce
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from lopd_envs.codeexec import valuecodec
-from lopd_envs.codeexec.channel import ResultChannel, is_int
+from lopd_envs.codeexec import precompiled, valuecodec
+from lopd_envs.codeexec.channel import ResultChannel
 from lopd_envs.sandbox import GiB, MiB, RunResult, Sandbox
 
 _HERE = Path(__file__).resolve().parent
@@ -41,6 +42,8 @@ class Expected:
 
 
 EXPECTED = Expected()
+#: Marks a record recognised from its digest (a parsed record cannot hold it): the harness awaits an answer
+MATCHED = object()
 
 
 @dataclass
@@ -64,6 +67,9 @@ class Group:
     encoded: str | None = None  # the inputs already encoded (see ``encode_inputs``), reused across runs
     expected_json: Callable[[int], bytes | None] | None = None
     transfer: Sequence[float] | None = None
+    #: input -> :func:`valuecodec.digest` of its expected output, for the big ones (the suite's, as for
+    #: ``expected_json``): the harness sends such a result's digest, and its value only if they differ
+    digests: Mapping[int, str] | None = None
 
     def inputs_json(self) -> str:
         return self.encoded if self.encoded is not None else encode_inputs(self.inputs)
@@ -104,23 +110,43 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     after its limit, or none by then (the run is killed), reads as a ``TimeoutException`` for that input,
     whatever the sandbox reported; a record over the channel's budget or one the watcher fails on reads as
     an error for the input it was due for."""
+    groups = capped_digests(groups, 0 if reference else MAX_DIGESTS)
     request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
                "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
                "groups": [{"name": g.name, "inputs": "@INPUTS%d@" % k,
                            "time_limits": list(g.time_limits) if g.time_limits is not None else None,
-                           "budget": g.budget} for k, g in enumerate(groups)]}
+                           "budget": g.budget, "digests": sorted(g.digests) if g.digests else None}
+                          for k, g in enumerate(groups)]}
     payload = json.dumps(request, separators=(",", ":"))
     for k, g in enumerate(groups):  # splice in the (cached) encoded inputs without re-encoding them
         payload = payload.replace(f'"@INPUTS{k}@"', g.inputs_json(), 1)
     data = payload.encode("utf-8", "surrogatepass")
     schedule = FunctestSchedule(groups, watch, timed=not reference)
     channel = ResultChannel(schedule)
-    result = sandbox.run(harness_source(), stdin=b"%d\n" % len(data) + data, timeout=timeout,
+    program, head = precompiled.program(sandbox, harness_source())
+    result = sandbox.run(program, stdin=head + b"%d\n" % len(data) + data, timeout=timeout,
                          memory_limit=memory, output=256 * MiB, stack=memory if guard else None, processes=64,
                          interact=channel)
     channel.finish()
     records = host_verdicts(channel, schedule, result)
     return FunctionRun(collect(records, [g.name for g in groups]), result, channel.streamed)
+
+
+#: Digest inputs per run. The scorer answers each digest record (``ok``, or ``send`` once), and a harness that
+#: never reads its control channel must not be able to fill that pipe: the host's write would block it.
+#: 48 inputs, two answers of under 20 bytes each, two ``skip`` besides: under the 4 KiB a pipe holds at
+#: the least. (HumanEval+ keeps 29 at most for a task.) The rest go back as values, as without digests.
+MAX_DIGESTS = 48
+
+
+def capped_digests(groups: Sequence[Group], budget: int) -> list[Group]:
+    """``groups`` with at most ``budget`` digest inputs among them, the first ones, group by group."""
+    out = []
+    for g in groups:
+        kept = dict(sorted(g.digests.items())[:max(budget, 0)]) if g.digests else None
+        budget -= len(kept or ())
+        out.append(g if kept == g.digests else dataclasses.replace(g, digests=kept or None))
+    return out
 
 
 class FunctestSchedule:
@@ -130,18 +156,20 @@ class FunctestSchedule:
     def __init__(self, groups: Sequence[Group], watch: Callable[[dict], str | None] | None, timed: bool = True):
         self.groups, self.user_watch, self.timed = list(groups), watch, timed
         self.k, self.i, self.ready = 0, 0, False
+        self.group: Group | None = self.groups[0] if self.groups else None  # the group due (None: all done)
         self.skipped: set[str] = set()
+        self.asked: set[tuple[str, int]] = set()  # digest records answered with "send"
 
-    @property
-    def group(self) -> Group | None:
-        return self.groups[self.k] if self.k < len(self.groups) else None
+    def _next_group(self) -> None:
+        self.k, self.ready, self.i = self.k + 1, False, 0
+        self.group = self.groups[self.k] if self.k < len(self.groups) else None
 
     def limit(self) -> float | None:
-        g = self.group
-        if not self.timed or g is None or not self.ready or g.time_limits is None or self.i >= len(g.time_limits):
+        g, i = self.group, self.i
+        if not self.timed or g is None or not self.ready or g.time_limits is None or i >= len(g.time_limits):
             return None
-        extra = float(g.transfer[self.i]) if g.transfer is not None and self.i < len(g.transfer) else 0.0
-        return float(g.time_limits[self.i]) + extra
+        extra = float(g.transfer[i]) if g.transfer is not None and i < len(g.transfer) else 0.0
+        return float(g.time_limits[i]) + extra
 
     def accept(self, rec: dict) -> bool:
         g = self.group
@@ -151,45 +179,69 @@ class FunctestSchedule:
             if "ready" in rec:
                 self.ready = True
             elif "exec_error" in rec:
-                self.k, self.ready, self.i = self.k + 1, False, 0
+                self._next_group()
             else:
                 return False
             return True
         if "end" in rec:
-            self.k, self.ready, self.i = self.k + 1, False, 0
+            self._next_group()
             return True
         if "budget" in rec:
             return True
-        if rec.get("i") == self.i and is_int(self.i) and ("v" in rec or "err" in rec):
+        if rec.get("i") == self.i and ("v" in rec or "err" in rec):
             self.i += 1
             return True
         return False
 
     def recognise(self, line: bytes) -> dict | None:
         """The next result record, as ``{..., "v": EXPECTED}``, when ``line`` is exactly what the harness
-        writes for the expected output (``{"g":…,"i":…,"v":<expected bytes>,"t":<seconds>}``); else None."""
+        writes for the expected output (``{"g":…,"i":…,"v":<expected bytes>,"t":<seconds>}``), or its digest
+        record with the expected output's digest (``{"g":…,"i":…,"h":"<digest>","t":…}``, marked ``"h"``:
+        the harness waits for an answer, see :meth:`watch`); else None."""
         g = self.group
-        if g is None or not self.ready or g.expected_json is None or not self.timed:
+        if g is None or not self.ready or not self.timed or (g.expected_json is None and not g.digests):
             return None
-        prefix = b'{"g":%s,"i":%d,"v":' % (_json_name(g.name), self.i)
+        prefix = b'{"g":%s,"i":%d,' % (_json_name(g.name), self.i)
         if not line.startswith(prefix):
             return None
-        expected = g.expected_json(self.i)
-        if expected is None or not line.startswith(expected, len(prefix)):
+        at = len(prefix)
+        if line.startswith(b'"h":"', at) and g.digests:
+            expected = g.digests.get(self.i)
+            at += 5
+            if expected is None or not line.startswith(b'%s"' % expected.encode(), at):
+                return None
+            tail = _TIME_TAIL.fullmatch(line, at + len(expected) + 1)
+            return None if tail is None else {"g": g.name, "i": self.i, "v": EXPECTED, "t": float(tail.group(1)),
+                                              "h": MATCHED}
+        if g.expected_json is None or not line.startswith(b'"v":', at):
             return None
-        tail = _TIME_TAIL.fullmatch(line, len(prefix) + len(expected))
+        expected = g.expected_json(self.i)
+        if expected is None or not line.startswith(expected, at + 4):
+            return None
+        tail = _TIME_TAIL.fullmatch(line, at + 4 + len(expected))
         if tail is None:
             return None
         return {"g": g.name, "i": self.i, "v": EXPECTED, "t": float(tail.group(1))}
 
     def watch(self, rec: dict) -> bytes | None:
+        answer = b"ok:%s:%d\n" % (rec["g"].encode(), rec["i"]) if rec.get("h") is MATCHED else b""
         if self.user_watch is None or "i" not in rec:
-            return None
+            return answer or None
         group = self.user_watch(rec)
         if group and group not in self.skipped:
             self.skipped.add(group)
-            return f"skip:{group}\n".encode()
-        return None
+            answer += f"skip:{group}\n".encode()
+        return answer or None
+
+    def refused(self, rec: dict) -> bytes | None:
+        """The answer to a record that did not advance the sequence: a digest record of the input due that
+        is not the expected output's (or has none to compare with) asks the harness for the value, once."""
+        g = self.group
+        if g is None or not self.ready or "h" not in rec or rec.get("g") != g.name or rec.get("i") != self.i \
+                or not g.digests or self.i not in g.digests or (g.name, self.i) in self.asked:
+            return None  # (so the answers a run gets are bounded by the suite's big outputs, whatever it sends)
+        self.asked.add((g.name, self.i))
+        return b"send:%s:%d\n" % (g.name.encode(), self.i)
 
     def pending(self) -> dict | None:
         """Where the sequence stopped: the record it was waiting for (group and input, or the load)."""

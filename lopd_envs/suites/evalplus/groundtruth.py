@@ -31,6 +31,11 @@ LEGACY_VERSIONS = ("2",)  # one JSON file per task holding every output: convert
 #: value codec tags whose values are not equal whenever their encodings are (see StoredOutputs.encoded)
 UNEQUAL_TAGS = (b'"$":"opaque"', b'"$":"ndarray"', b'"$":"npscalar"')
 INLINE_BYTES = 1 << 20  # expected outputs up to this size (encoded) are compared as records stream in
+#: expected outputs at least this big (encoded) are also kept as a digest (``valuecodec.digest``): a result
+#: with the same digest is recognised without being encoded, sent or read (HumanEval/130, /15, /100 ...)
+DIGEST_BYTES = 64 << 10
+#: tags of buffer objects: every buffer marshals as ``bytes``, so their digests are not kept
+BUFFER_TAGS = (b'"$":"bytes"', b'"$":"bytearray"')
 KEPT_BYTES = 1 << 20  # a group whose outputs together are this small is kept decoded (see StoredOutputs)
 
 
@@ -44,9 +49,12 @@ class StoredOutputs(Sequence[Any]):
     kept. Every solution judged on the task compares them again, and opening the file for each output
     was the scorer's largest cost per test."""
 
-    def __init__(self, path: Path, offsets: list[int], ends: list[int], floats: Sequence[int] | None = None):
+    def __init__(self, path: Path, offsets: list[int], ends: list[int], floats: Sequence[int] | None = None,
+                 digests: dict[str, str] | None = None):
         self.path, self.offsets, self.ends = path, offsets, ends
         self.floats = None if floats is None else frozenset(floats)  # outputs evalplus's is_floats holds for
+        #: the big outputs' digests (see :data:`DIGEST_BYTES`); None: not computed yet for this cache
+        self.digests = None if digests is None else {int(i): d for i, d in digests.items()}
         self._block: bytes | None = None
         self._kept: dict[int, Any] = {}
         self._encoded: dict[int, bytes | None] = {}
@@ -59,20 +67,18 @@ class StoredOutputs(Sequence[Any]):
         or where evalplus's float rule needs the value and the index does not record it."""
         if not 0 <= i < len(self.offsets) or self.floats is None:
             return None
-        small = self.ends[-1] - self.offsets[0] <= KEPT_BYTES
-        if small and i in self._encoded:
+        if i in self._encoded:
             return self._encoded[i]
+        small = self.ends[-1] - self.offsets[0] <= KEPT_BYTES
         if small:
             base = self.offsets[0]
             data = self._small_block()[self.offsets[i] - base:self.ends[i] - base]
         else:
-            with open(self.path, "rb") as f:
-                f.seek(self.offsets[i])
-                data = f.read(self.ends[i] - self.offsets[i])
-        data = data[:-1] if data.endswith(b"\n") and b"NaN" not in data and \
-            not any(tag in data for tag in UNEQUAL_TAGS) else None
-        if small:
-            self._encoded[i] = data  # every solution of the task asks again
+            data = self.raw(i)
+        kept = small or len(data) < DIGEST_BYTES  # every solution of the task asks again; big ones are read again
+        data = data[:-1] if data.endswith(b"\n") and equal_when_identical(data) else None
+        if kept:
+            self._encoded[i] = data
         return data
 
     def _small(self, i: int) -> tuple[bool, Any]:
@@ -96,6 +102,12 @@ class StoredOutputs(Sequence[Any]):
                     self._block = f.read(self.ends[-1] - self.offsets[0])
             return self._block
 
+    def raw(self, i: int) -> bytes:
+        """Output ``i``'s line as stored."""
+        with open(self.path, "rb") as f:
+            f.seek(self.offsets[i])
+            return f.read(self.ends[i] - self.offsets[i])
+
     def encoded_size(self, i: int) -> int:
         """Bytes of output ``i`` as stored: what decoding it will cost, known without reading it."""
         return self.ends[i] - self.offsets[i]
@@ -113,6 +125,20 @@ class StoredOutputs(Sequence[Any]):
         with open(self.path, "rb") as f:
             f.seek(self.offsets[i])  # an index out of range raises IndexError here, as a list would
             return valuecodec.loads(f.readline().decode("utf-8"))
+
+
+def equal_when_identical(encoded: bytes) -> bool:
+    """Whether two values with these same encoded bytes always compare equal: no NaN (unequal to itself),
+    no opaque value (equal to nothing), no numpy value (compared element-wise)."""
+    return b"NaN" not in encoded and not any(tag in encoded for tag in UNEQUAL_TAGS)
+
+
+def output_digest(value: Any, encoded: bytes) -> str | None:
+    """The digest kept for an expected output (``encoded``: its stored bytes), or None: a small output, one
+    whose equality is not identity (see :func:`equal_when_identical`), or one holding a buffer."""
+    if len(encoded) < DIGEST_BYTES or not equal_when_identical(encoded) or any(t in encoded for t in BUFFER_TAGS):
+        return None
+    return valuecodec.digest(value)
 
 
 @dataclass
@@ -135,6 +161,11 @@ class Oracle:
         outputs are on disk (a just-computed oracle has values only, and no bytes to compare against)."""
         outputs = getattr(self, group)
         return outputs.encoded if isinstance(outputs, StoredOutputs) else None
+
+    def expected_digests(self, group: str) -> dict[int, str] | None:
+        """What :attr:`Group.digests` gets for ``group``: the big outputs' digests, when on disk."""
+        outputs = getattr(self, group)
+        return outputs.digests if isinstance(outputs, StoredOutputs) else None
 
     def is_floats(self, group: str, i: int) -> bool:
         """evalplus's ``is_floats`` of expected output ``i``, from the index where it is kept."""
@@ -160,17 +191,22 @@ def write_oracle(meta: Path, oracle: Oracle) -> None:
     outputs = meta.with_name(meta.stem + ".outputs.jsonl")
     tag = f".tmp{os.getpid()}.{threading.get_ident()}"
     offsets: dict[str, list[int]] = {"base": [], "plus": []}
+    digests: dict[str, Any] = {"scheme": valuecodec.DIGEST_SCHEME, "base": {}, "plus": {}}
     tmp_out = outputs.with_name(outputs.name + tag)
     with open(tmp_out, "wb") as f:
         for name in ("base", "plus"):
-            for value in getattr(oracle, name):
+            for i, value in enumerate(getattr(oracle, name)):
                 offsets[name].append(f.tell())
-                f.write(valuecodec.dumps(value).encode("utf-8") + b"\n")
+                line = valuecodec.dumps(value).encode("utf-8") + b"\n"
+                f.write(line)
+                kept = output_digest(value, line)
+                if kept is not None:
+                    digests[name][str(i)] = kept
         size = f.tell()
     os.replace(tmp_out, outputs)
     write_index(meta, {"base_time": oracle.base_time, "plus_time": oracle.plus_time, "errors": oracle.errors,
                        "offsets": offsets, "outputs": outputs.name, "outputs_size": size,
-                       "floats": float_indices(oracle)})
+                       "floats": float_indices(oracle), "digests": digests})
 
 
 def write_index(meta: Path, index: dict) -> None:
@@ -186,6 +222,27 @@ def float_indices(oracle: Oracle) -> dict[str, list[int]]:
 
     return {name: [i for i in range(len(getattr(oracle, name))) if is_floats(getattr(oracle, name)[i])]
             for name in ("base", "plus")}
+
+
+def add_digests(meta: Path, oracle: Oracle) -> Oracle:
+    """An index written before it kept digests (or with another scheme): the big outputs' digests computed
+    once, each output decoded in turn (memory: the largest one), and saved."""
+    digests: dict[str, Any] = {"scheme": valuecodec.DIGEST_SCHEME}
+    for name in ("base", "plus"):
+        outputs, digests[name] = getattr(oracle, name), {}
+        for i in range(len(outputs)):
+            if outputs.encoded_size(i) >= DIGEST_BYTES:
+                line = outputs.raw(i)
+                kept = output_digest(valuecodec.loads(line.decode("utf-8")), line)
+                if kept is not None:
+                    digests[name][str(i)] = kept
+    try:
+        index = json.loads(meta.read_text())
+        index["digests"] = digests
+        write_index(meta, index)
+    except (OSError, ValueError):
+        return oracle
+    return read_oracle(meta) or oracle
 
 
 def add_float_indices(meta: Path, oracle: Oracle) -> Oracle:
@@ -213,9 +270,13 @@ def read_oracle(meta: Path) -> Oracle | None:
         ends = starts[1:] + [index["outputs_size"]]
         nb = len(offsets["base"])
         floats = index.get("floats") or {}
-        return Oracle(StoredOutputs(outputs, offsets["base"], ends[:nb], floats.get("base")), index["base_time"],
-                      StoredOutputs(outputs, offsets["plus"], ends[nb:], floats.get("plus")), index["plus_time"],
-                      index.get("errors", {}))
+        digests = index.get("digests") or {}
+        if digests.get("scheme") != valuecodec.DIGEST_SCHEME:
+            digests = {}
+        return Oracle(StoredOutputs(outputs, offsets["base"], ends[:nb], floats.get("base"), digests.get("base")),
+                      index["base_time"],
+                      StoredOutputs(outputs, offsets["plus"], ends[nb:], floats.get("plus"), digests.get("plus")),
+                      index["plus_time"], index.get("errors", {}))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -262,6 +323,8 @@ class GroundTruth:
         if oracle is not None:
             if any(isinstance(o, StoredOutputs) and o.floats is None for o in (oracle.base, oracle.plus)):
                 oracle = add_float_indices(meta, oracle)
+            if any(isinstance(o, StoredOutputs) and o.digests is None for o in (oracle.base, oracle.plus)):
+                oracle = add_digests(meta, oracle)
             return oracle
         for version in LEGACY_VERSIONS:  # convert an earlier cache once instead of re-running the solution
             legacy = self.folder.with_name(self.folder.name.rsplit("-v", 1)[0] + f"-v{version}") / meta.name

@@ -196,10 +196,13 @@ def transfer_allowances(oracle: Oracle, group: str) -> list[float] | None:
     """Per input, the seconds its expected output's bytes take at :data:`TRANSFER_BYTES_PER_SECOND` (a
     correct result has that size); None when the sizes are not known (a just-computed oracle)."""
     outputs = getattr(oracle, group)
-    sizes = getattr(outputs, "encoded_size", None)
-    if sizes is None:
-        return None
-    return [sizes(i) / TRANSFER_BYTES_PER_SECOND for i in range(len(outputs))]
+    return _allowances(outputs) if hasattr(outputs, "encoded_size") else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _allowances(outputs: Any) -> list[float]:
+    """(Kept per stored group: every solution of the task asks again.)"""
+    return [outputs.encoded_size(i) / TRANSFER_BYTES_PER_SECOND for i in range(len(outputs))]
 
 
 def group_budget(limits: Sequence[float], per_task: float = TIMEOUT_PER_TASK) -> float:
@@ -220,7 +223,7 @@ def evaluate_solution(dataset: str, problem: dict, oracle: Oracle, solution: str
         limits = time_limits(getattr(oracle, f"{name}_time"))
         groups.append(Group(name, problem[f"{name}_input"], limits, group_budget(limits, timeout_per_task),
                             encoded_inputs(problem, name), oracle.expected_json(name) if recognise else None,
-                            transfer_allowances(oracle, name)))
+                            transfer_allowances(oracle, name), oracle.expected_digests(name) if recognise else None))
     total_timeout = sum(g.budget for g in groups) + 2.0
     fast = FastCheck(dataset, problem, oracle, names, strict)
     run: FunctionRun = run_function_tests(

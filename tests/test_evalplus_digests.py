@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 
 import pytest
 
@@ -21,6 +20,7 @@ from lopd_envs.suites.evalplus import groundtruth as gt
 from lopd_envs.suites.evalplus import judge
 from lopd_envs.suites.evalplus.groundtruth import Oracle, read_oracle, write_oracle
 from tests.isolation import bubblewrap  # noqa: F401 - fixture
+from tests.test_evalplus_recognised import cached_truth
 
 N = 30_000  # list(range(N)) encodes to ~170 KB: over DIGEST_BYTES
 
@@ -78,17 +78,7 @@ def test_digests_are_kept_only_where_equal_bytes_mean_a_pass(tmp_path):
 
 @pytest.mark.parametrize("damage", ["missing", "other scheme"])
 def test_an_index_without_digests_is_upgraded_once(tmp_path, monkeypatch, damage):
-    monkeypatch.setenv("LOPD_CACHE", str(tmp_path))
-    data = tmp_path / "HumanEvalPlus-v0.1.10.jsonl.gz"
-    data.write_bytes(b"x")
-
-    class _Sandbox:
-        python = None
-
-    truth = gt.GroundTruth("humaneval", data, _Sandbox())
-    truth.folder.mkdir(parents=True)
-    meta = truth.folder / "HumanEval_3.json"
-    write_oracle(meta, Oracle([list(range(N)), [1]], [0, 0], [], [], {}))
+    truth, meta = cached_truth(tmp_path, monkeypatch, Oracle([list(range(N)), [1]], [0, 0], [], [], {}))
     index = json.loads(meta.read_text())
     if damage == "missing":
         del index["digests"]

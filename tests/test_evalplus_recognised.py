@@ -64,7 +64,9 @@ def test_stored_bytes_are_the_codec_encoding_and_unsafe_values_have_none(tmp_pat
     assert o.base.encoded(7) is None and o.base.encoded(-1) is None
 
 
-def test_an_index_without_float_flags_is_upgraded_once(tmp_path, monkeypatch):
+def cached_truth(tmp_path, monkeypatch, oracle: Oracle):
+    """A HumanEval+ ground truth in an empty cache under ``tmp_path`` with ``oracle`` stored as HumanEval/3's
+    index (no sandbox: nothing is computed); returns the ground truth and the index file, to damage."""
     monkeypatch.setenv("LOPD_CACHE", str(tmp_path))
     data = tmp_path / "HumanEvalPlus-v0.1.10.jsonl.gz"
     data.write_bytes(b"x")
@@ -75,7 +77,12 @@ def test_an_index_without_float_flags_is_upgraded_once(tmp_path, monkeypatch):
     truth = gt.GroundTruth("humaneval", data, _Sandbox())
     truth.folder.mkdir(parents=True)
     meta = truth.folder / "HumanEval_3.json"
-    write_oracle(meta, Oracle([[0.5, 1.5], [1, 2]], [0, 0], [2.0], [0], {}))
+    write_oracle(meta, oracle)
+    return truth, meta
+
+
+def test_an_index_without_float_flags_is_upgraded_once(tmp_path, monkeypatch):
+    truth, meta = cached_truth(tmp_path, monkeypatch, Oracle([[0.5, 1.5], [1, 2]], [0, 0], [2.0], [0], {}))
     index = json.loads(meta.read_text())
     del index["floats"]
     meta.write_text(json.dumps(index))

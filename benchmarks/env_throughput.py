@@ -44,8 +44,9 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,14 +54,13 @@ sys.path.insert(0, str(ROOT))
 import gymnasium as gym  # noqa: E402
 
 import lopd_envs  # noqa: E402
+from lopd_envs.actions import ToolCall  # noqa: E402
 from lopd_envs.suites.bfcl import MULTI_TURN, SINGLE_TURN  # noqa: E402
 from lopd_envs.suites.bfcl.data import NO_ANSWER  # noqa: E402
 from lopd_envs.suites.bfcl.env import decode_action  # noqa: E402
-from lopd_envs.suites.bfcl.gold import (  # noqa: E402
-    as_structured, as_text, multi_turn_gold_actions, single_turn_gold_calls)
+from lopd_envs.suites.bfcl.gold import as_structured, as_text, multi_turn_gold_actions, single_turn_gold_calls  # noqa: E402
 from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer  # noqa: E402
 from lopd_envs.suites.bfcl.single_turn import score_single_turn  # noqa: E402
-from lopd_envs.actions import ToolCall  # noqa: E402
 from lopd_envs.tools import parse_action  # noqa: E402
 
 gym.register_envs(lopd_envs)

@@ -90,7 +90,8 @@ def main() -> int:
 
     os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     from lopd_envs.sandbox import default_workers, get_sandbox
-    from lopd_envs.suites.evalplus import data as ep_data, groundtruth as ep_gt
+    from lopd_envs.suites.evalplus import data as ep_data
+    from lopd_envs.suites.evalplus import groundtruth as ep_gt
 
     path = ep_data.dataset_path(args.dataset)
     excluded = {t for t in args.exclude.split(",") if t}

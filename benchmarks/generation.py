@@ -74,8 +74,9 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -118,7 +119,7 @@ class ForwardClock:
         start, width = self._start.pop()
         self.calls.append((start, time.perf_counter(), width))
 
-    def __enter__(self) -> "ForwardClock":
+    def __enter__(self) -> ForwardClock:
         self.calls.clear()
         self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
                          self.module.register_forward_hook(self._post, with_kwargs=True)]

@@ -259,8 +259,7 @@ def save_state(saved: Path, args, algo, report: dict, done: int) -> None:
     """The composer after ``done`` cold-start steps (its encoder LoRA lives in the policy, its Q-Former and
     optimisers in the algorithm's state, as a trainer checkpoint keeps them), atomically, as a trainer
     checkpoint is written: tensors and plain data (state.safetensors + state.json), never a pickle."""
-    from lopd_train import models
-    from lopd_train import statefile
+    from lopd_train import models, statefile
 
     lora = models.adapter_state(algo.policy)
     statefile.save(saved / "state", {"done": done, "lora": lora, "algo": algo.state_dict(), "report": report,

@@ -208,7 +208,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -301,8 +301,7 @@ def run_evalplus_timed(dataset: str, data_file: Path, solutions: dict[str, str],
     ``verdicts``."""
     samples = workdir / f"samples-{time.monotonic_ns()}.jsonl"
     with open(samples, "w") as f:
-        for task_id, sol in solutions.items():
-            f.write(json.dumps({"task_id": task_id, "solution": sol}) + "\n")
+        f.writelines(json.dumps({"task_id": task_id, "solution": sol}) + "\n" for task_id, sol in solutions.items())
     env = dict(os.environ, XDG_CACHE_HOME=str(workdir / "xdg"),
                HUMANEVAL_OVERRIDE_PATH=str(data_file) if dataset == "humaneval" else "",
                MBPP_OVERRIDE_PATH=str(data_file) if dataset == "mbpp" else "")
@@ -778,7 +777,8 @@ def main() -> None:
     os.environ.setdefault("LOPD_DATA_DIR", str(ROOT.parent / "shared" / "data"))
     from lopd_envs.sandbox import default_workers, get_sandbox, interpreter
     from lopd_envs.sandbox.base import as_root
-    from lopd_envs.suites.evalplus import data as ep_data, groundtruth as ep_gt
+    from lopd_envs.suites.evalplus import data as ep_data
+    from lopd_envs.suites.evalplus import groundtruth as ep_gt
 
     workers = args.workers or default_workers()
     parallel = args.evalplus_parallel or workers

@@ -232,8 +232,8 @@ class PeakRSS:
 def synthetic_batch(tokenizer, args, rng):
     from lopd_envs.trace import Trace
     from lopd_train import models
-    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import Trajectory
+    from lopd_train.rollout.replay import attach_transcript
 
     def tool(i):
         return {"type": "function", "function": {
@@ -291,8 +291,8 @@ def sample_completions(policy, tokenizer, trajectories, args) -> None:
     import torch
 
     from lopd_train import models
-    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import SamplingConfig, generate
+    from lopd_train.rollout.replay import attach_transcript
 
     torch.manual_seed(0)
     prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
@@ -313,10 +313,10 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
 
     from lopd_train import models
     from lopd_train.algorithms import ALGORITHMS
-    from lopd_train.scoring import student_logits
     from lopd_train.config import TrainConfig
     from lopd_train.experience.bank import ExperienceBank
     from lopd_train.experience.retriever import Retriever
+    from lopd_train.scoring import student_logits
     from lopd_train.training import allocator
 
     allocator.configure()  # LOPD_MALLOC, as lopd-train (the memory workers' MALLOC_MMAP_THRESHOLD_ wins over keep)

@@ -25,6 +25,21 @@ from lopd_envs.trace import Trace, TraceStep
 
 register_all()
 
-__all__ = ["AgentEnv", "AssistantTurn", "ENV_ENTRY_POINTS", "Episode", "Reaction", "Score", "Task", "ToolCall",
-           "Trace", "TraceStep", "arun_episode", "arun_episodes", "openai_tools", "run_episode", "run_episodes"]
+__all__ = [
+           "ENV_ENTRY_POINTS",
+           "AgentEnv",
+           "AssistantTurn",
+           "Episode",
+           "Reaction",
+           "Score",
+           "Task",
+           "ToolCall",
+           "Trace",
+           "TraceStep",
+           "arun_episode",
+           "arun_episodes",
+           "openai_tools",
+           "run_episode",
+           "run_episodes",
+]
 __version__ = "0.1.0"

@@ -313,7 +313,7 @@ def extract_members(archive: Path, prefixes: tuple[str, ...], strip: str, dest: 
         for info in zf.infolist():
             if info.is_dir() or not any(info.filename.startswith(p) for p in prefixes):
                 continue
-            rel = info.filename[len(strip):] if info.filename.startswith(strip) else info.filename
+            rel = info.filename.removeprefix(strip)
             target = (dest / rel).resolve()
             if root not in target.parents:
                 raise AssetMissing(f"refusing to extract {info.filename!r} outside {dest}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import collections
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tqdm import tqdm
 

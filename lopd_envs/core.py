@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, ClassVar, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 
+from lopd_envs.actions import AssistantTurn, Reaction
 from lopd_envs.options import check_choice, check_turn_limit, unknown_options
 from lopd_envs.provenance import Provenance
 from lopd_envs.reset_options import chosen_task
 from lopd_envs.spaces import AgentAction, ChatMessages
 from lopd_envs.tasks import Score, Task
-from lopd_envs.actions import AssistantTurn, Reaction
 from lopd_envs.tools import ToolNames, openai_tool, parse_action
 from lopd_envs.trace import Trace
 
@@ -41,7 +42,7 @@ def error_message(text: str, tool: str | None = None) -> dict[str, Any]:
 class Episode:
     """One task's live state. Subclasses implement the three hooks; ``self.env`` gives the options."""
 
-    def __init__(self, env: "AgentEnv", task: Task):
+    def __init__(self, env: AgentEnv, task: Task):
         self.env, self.task = env, task
 
     def opening(self) -> list[dict[str, Any]]:

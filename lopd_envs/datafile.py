@@ -12,8 +12,9 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 GZIP_MAGIC = b"\x1f\x8b"
 

@@ -30,13 +30,14 @@ import asyncio
 import copy
 import inspect
 import json
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence, Union
+from typing import Any, Union
 
 Message = dict[str, Any]
 AgentReply = Union[str, Message]
-Agent = Callable[..., Union[AgentReply, Awaitable[AgentReply]]]
+Agent = Callable[..., AgentReply | Awaitable[AgentReply]]
 
 
 @dataclass

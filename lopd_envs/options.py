@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def accepted_options(cls: type, stop: type | None = None) -> list[str]:

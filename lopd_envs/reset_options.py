@@ -7,7 +7,8 @@ task than the one asked for, so anything else is refused, naming the bad key or 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from lopd_envs.tasks import Task
 

@@ -65,7 +65,7 @@ class ChatMessages(Space[list]):
     def __repr__(self) -> str:
         return "ChatMessages()"
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ChatMessages)
 
 
@@ -94,7 +94,7 @@ class AgentAction(Space[Any]):
     def __repr__(self) -> str:
         return "AgentAction()"
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, AgentAction)
 
 
@@ -130,7 +130,7 @@ def _write_chat_to_shared_memory(space: ChatMessages, index: int, value: list, s
 
 
 @read_from_shared_memory.register(ChatMessages)
-def _read_chat_from_shared_memory(space: ChatMessages, shared_memory: Any, n: int = 1) -> "SharedChatBatch":
+def _read_chat_from_shared_memory(space: ChatMessages, shared_memory: Any, n: int = 1) -> SharedChatBatch:
     return SharedChatBatch(shared_memory, n)
 
 
@@ -157,7 +157,7 @@ class SharedChatBatch(_Sequence):
     def __deepcopy__(self, memo: dict[int, Any]) -> tuple:
         return tuple(self)
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self, other: object) -> bool:
         return tuple(self) == (tuple(other) if isinstance(other, (tuple, list, SharedChatBatch)) else other)
 
     def __repr__(self) -> str:

@@ -23,7 +23,8 @@ import ast
 import json
 import logging
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from lopd_envs.actions import AssistantTurn, ToolCall
 from lopd_envs.jsonvalue import NotJSON, json_value

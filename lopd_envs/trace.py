@@ -12,9 +12,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from lopd_envs.actions import AssistantTurn, Reaction
 from lopd_envs.jsonvalue import NotJSON, json_value
@@ -84,7 +85,7 @@ class Trace:
     success: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "Trace":
+    def __deepcopy__(self, memo: dict[int, Any]) -> Trace:
         """Field by field: envs copy the trace into every step's ``info``, and the generic dataclass path
         of :func:`copy.deepcopy` was the largest cost of a single-turn step."""
         steps = [TraceStep(copy.deepcopy(s.action, memo), s.result, s.error) for s in self.steps]
@@ -101,7 +102,7 @@ class Trace:
             action = {"text": f"<action not recordable: {exc}>"}
         self.steps.append(TraceStep(action, compact(result) if result else "", bool(error)))
 
-    def record(self, turn: "AssistantTurn", reaction: "Reaction") -> None:
+    def record(self, turn: AssistantTurn, reaction: Reaction) -> None:
         """Add one action and what came of it: one step per tool call, with its result and error flag, when
         the reaction answers the calls one by one; otherwise the calls (or the text, or the parse failure)
         with the observation as the result of the last one."""
@@ -124,7 +125,7 @@ class Trace:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Trace":
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
         """The inverse of :meth:`to_dict`, checked field by field: traces come back from files (a bank, a
         held-back set, a JSONL to seed a bank) that may be corrupt or hand-edited, and a wrong type must be
         a :class:`TraceError` naming the field, not a crash later inside a cold start or a render."""
@@ -162,7 +163,7 @@ class Trace:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_json(cls, text: str) -> Trace:
         try:
             data = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:

@@ -14,13 +14,14 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_train import config
-from lopd_train.usage import UsageError, one_line_errors, one_line_parser
 from lopd_train.config import TrainConfig
 from lopd_train.experience.build import HELD_BACK, build
+from lopd_train.usage import UsageError, one_line_errors, one_line_parser
 
 TRAIN_EPILOG = """\
 examples:
@@ -48,9 +49,9 @@ def run_errors() -> tuple[type[BaseException], ...]:
     remedy (everything else is a bug and stays a traceback)."""
     from lopd_envs.trace import TraceError
     from lopd_train.algorithms.lopd import ColdStartError
-    from lopd_train.records import RecordsError
-    from lopd_train.experience.bank import BankFileError
     from lopd_train.errors import RunError
+    from lopd_train.experience.bank import BankFileError
+    from lopd_train.records import RecordsError
     from lopd_train.training.heldout import StartPointError
 
     return ColdStartError, BankFileError, TraceError, RecordsError, StartPointError, RunError
@@ -225,10 +226,10 @@ def eval_main(argv: list[str] | None = None) -> int:
     cfg, args = eval_config_from_args(argv, parser)
     quiet_known_warnings()
     from lopd_train import evaluation
-    from lopd_train.evaluation.backends import BackendError
-    from lopd_train.records import RecordsError
-    from lopd_train.evaluation.selection import SelectionError
     from lopd_train.errors import RunLockedError
+    from lopd_train.evaluation.backends import BackendError
+    from lopd_train.evaluation.selection import SelectionError
+    from lopd_train.records import RecordsError
     from lopd_train.runlock import FolderLock
 
     try:

@@ -28,9 +28,10 @@ import json
 import math
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from lopd_envs.options import check_choice
 from lopd_train import tracking

@@ -48,8 +48,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch

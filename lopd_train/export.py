@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_train.usage import one_line_errors, one_line_parser
 

@@ -29,13 +29,15 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
 from lopd_envs import assets
-from lopd_envs.chat import clean_message as _clean, tools_already_listed, with_tool_prompt  # noqa: F401
+from lopd_envs.chat import clean_message as _clean  # noqa: F401
+from lopd_envs.chat import tools_already_listed, with_tool_prompt
 
 log = logging.getLogger(__name__)
 
@@ -335,7 +337,7 @@ def activate(peft_model, name: str) -> None:
 
 
 #: peft's adapter layers of each wrapped model, found once per set of adapters (adding one may wrap more modules)
-_TUNER_LAYERS: "weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], list]]" = weakref.WeakKeyDictionary()
+_TUNER_LAYERS: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], list]] = weakref.WeakKeyDictionary()
 
 #: which adapter the LoRA layers apply, and whether all are off: ``(active adapter names, disabled)``
 AdapterMode = tuple[list[str], bool]

@@ -30,7 +30,7 @@ class FolderLock:
         self.what = what
         self._fd: int | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         key = str(self.path.resolve())
         with _guard:
@@ -71,7 +71,7 @@ class FolderLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> FolderLock:
         return self.acquire() if not self.held else self
 
     def __exit__(self, *exc) -> None:

@@ -17,7 +17,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -15,9 +15,10 @@ import os
 import platform
 import subprocess
 import time
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 FILE = "software.jsonl"
 PACKAGES = ("torch", "transformers", "peft", "accelerate", "tokenizers", "numpy", "sentence-transformers",

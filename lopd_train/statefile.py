@@ -22,9 +22,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lopd_envs.assets import sha256_of
-
 import torch
+
+from lopd_envs.assets import sha256_of
 
 FORMAT = "lopd-state/1"
 _TENSOR, _TUPLE, _DICT, _FLOAT = "__tensor__", "__tuple__", "__dict__", "__float__"

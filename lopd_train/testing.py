@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
 from lopd_envs.tasks import select
-from lopd_envs.actions import AssistantTurn
 
 TOOLS = [{"name": "note", "description": "Write a note.",
           "parameters": {"type": "dict", "properties": {"text": {"type": "string"}}, "required": ["text"]}}]

@@ -34,9 +34,10 @@ import importlib.util
 import json
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs.options import check_choice
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Callable
+from typing import Any
 
 from tests.fake_openai import LoopbackServer, QuietJSONHandler
 

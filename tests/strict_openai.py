@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from tests.fake_openai import LoopbackServer, QuietJSONHandler, completion
 

@@ -28,10 +28,10 @@ import gymnasium as gym
 import pytest
 
 import lopd_envs
+from lopd_envs.actions import ToolCall
 from lopd_envs.suites.acebench.data import NORMAL, load_rows
 from lopd_envs.suites.acebench.executor import Executor
 from lopd_envs.suites.acebench.normal import score_normal
-from lopd_envs.actions import ToolCall
 from lopd_envs.tools import render_python_calls
 
 OFFICIAL = os.environ.get("ACEBENCH_OFFICIAL_DIR")

@@ -7,7 +7,16 @@ import pytest
 
 import lopd_envs
 from lopd_envs.suites.acebench import official_prompts as P
-from lopd_envs.suites.acebench.data import AGENT, CATEGORIES, GROUPS, NORMAL, SPECIAL, load_rows, load_tasks, tool_function
+from lopd_envs.suites.acebench.data import (
+    AGENT,
+    CATEGORIES,
+    GROUPS,
+    NORMAL,
+    SPECIAL,
+    load_rows,
+    load_tasks,
+    tool_function,
+)
 from lopd_envs.suites.acebench.prompts import single_turn_messages
 
 gym.register_envs(lopd_envs)

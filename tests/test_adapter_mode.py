@@ -47,9 +47,8 @@ def test_switching_gives_peft_s_own_logits_and_keeps_every_lora_weight_trainable
 
 
 def test_an_unknown_adapter_is_refused_and_the_mode_is_kept(policy):
-    with pytest.raises(ValueError, match="nope"):
-        with models.adapter(policy, "nope"):
-            pass
+    with pytest.raises(ValueError, match="nope"), models.adapter(policy, "nope"):
+        pass
     assert models.adapter_mode(policy) == (["student"], False)
 
 

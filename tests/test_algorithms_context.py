@@ -16,8 +16,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms import ALGORITHMS
-from lopd_train.algorithms import opsd, sdft, sdpo, skill_sd
+from lopd_train.algorithms import ALGORITHMS, opsd, sdft, sdpo, skill_sd
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import trace_text
 

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from lopd_train.algorithms import ALGORITHMS
 from lopd_train import statefile
+from lopd_train.algorithms import ALGORITHMS
 from lopd_train.training.trainer import train
 from tests.test_train_trainer import rows, tiny_cfg
 

@@ -13,7 +13,6 @@ import torch
 from lopd_train.algorithms import losses
 from tests.test_algorithms_context import algo_setup
 
-
 # --------------------------------------------------------------------------------- pure losses
 
 def test_k3_kl_equals_brute_force_and_its_mean_estimates_the_kl():

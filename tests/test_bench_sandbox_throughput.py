@@ -94,12 +94,12 @@ def test_rounds_alternate_which_side_runs_first_and_pair_each_ratio():
 
     def ours(solutions):
         calls.append("lopd")
-        return 2.0, {t: ("pass", "pass") for t in solutions}
+        return 2.0, dict.fromkeys(solutions, ("pass", "pass"))
 
     def theirs(solutions):
         calls.append("evalplus")
         return {"work_s": 5.0, "process_s": 6.0, "import_s": 0.5,
-                "verdicts": {t: ("pass", "pass") for t in solutions}}
+                "verdicts": dict.fromkeys(solutions, ("pass", "pass"))}
 
     out = bench.interleaved_rounds({"canonical": {"a": "x"}, "mutants": {"a": "y"}}, 3, ours, theirs)
     assert calls == ["lopd", "evalplus"] * 2 + ["evalplus", "lopd"] * 2 + ["lopd", "evalplus"] * 2

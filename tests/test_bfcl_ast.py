@@ -10,13 +10,13 @@ import gymnasium as gym
 import pytest
 
 import lopd_envs
+from lopd_envs.actions import ToolCall
 from lopd_envs.suites.bfcl import SINGLE_TURN
 from lopd_envs.suites.bfcl.ast_checker import ast_check, standardize
 from lopd_envs.suites.bfcl.convert import java_value, js_value
 from lopd_envs.suites.bfcl.data import NO_ANSWER
 from lopd_envs.suites.bfcl.decode import DecodeError, decode_call_text, decode_python, is_empty_output
 from lopd_envs.suites.bfcl.gold import as_structured, as_text, single_turn_gold_calls
-from lopd_envs.actions import ToolCall
 
 gym.register_envs(lopd_envs)
 pytestmark = pytest.mark.usefixtures("bfcl_data")
@@ -248,8 +248,8 @@ def perturb(item, calls: list[ToolCall], kind: str) -> list[ToolCall] | None:
         if not first.arguments:
             return None
         key = next(iter(first.arguments))
-        first.arguments[key] = 12345 if item.language != "Python" or params["properties"].get(key, {}).get("type") in (
-            "string", "any", "dict", "boolean") and not isinstance(first.arguments[key], int) else {"not": "this"}
+        first.arguments[key] = 12345 if item.language != "Python" or (params["properties"].get(key, {}).get("type") in (
+            "string", "any", "dict", "boolean") and not isinstance(first.arguments[key], int)) else {"not": "this"}
     elif kind == "disallowed_value":
         key = next((k for k, v in first.arguments.items() if isinstance(v, str)
                     and params["properties"].get(k, {}).get("type") in ("string", "String", "any")), None)

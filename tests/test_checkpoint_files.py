@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
-from lopd_train.experience import plain
 from lopd_train import statefile
-from lopd_train.training import checkpoints, convert_checkpoint
 from lopd_train.errors import CheckpointError, NoSpaceError
+from lopd_train.experience import plain
+from lopd_train.training import checkpoints, convert_checkpoint
 from lopd_train.training.trainer import Trainer, train
 from tests.test_train_trainer import coin, rows
 

@@ -285,8 +285,9 @@ def test_both_no_margin_ablations_are_named_and_do_what_they_say():
 
 
 def test_the_help_names_both_ablations():
-    from lopd_train.config import TrainConfig
     import dataclasses
+
+    from lopd_train.config import TrainConfig
 
     helps = {f.name: f.metadata["help"] for f in dataclasses.fields(TrainConfig)}
     assert "constraint.enabled=false" in helps["margin_ablation"] and "no-composer-phase" in helps["margin_ablation"]

@@ -20,9 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lopd_train import models
-from lopd_train import distributed
-from lopd_train import statefile
+from lopd_train import distributed, models, statefile
 from tests.test_distributed import accelerate_available, launch_runs, ranks
 
 FSDP_ENV = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",

@@ -13,8 +13,7 @@ import gymnasium as gym
 import pytest
 
 import lopd_envs
-from lopd_envs.sandbox import BubblewrapSandbox
-from lopd_envs.sandbox import cgroup
+from lopd_envs.sandbox import BubblewrapSandbox, cgroup
 from lopd_envs.suites.envscaler.ours import build
 from tests.test_envscaler_data import CLASS_CODE, release_env, write_release
 

@@ -8,8 +8,14 @@ import time
 import pytest
 
 from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB, SandboxUnavailable, get_sandbox
-from lopd_envs.sandbox.session import (CHANNEL, ReplyRejected, SandboxSession, SessionCrashed, SessionTimeout,
-                                       nesting_depth)
+from lopd_envs.sandbox.session import (
+    CHANNEL,
+    ReplyRejected,
+    SandboxSession,
+    SessionCrashed,
+    SessionTimeout,
+    nesting_depth,
+)
 from lopd_envs.suites.envscaler import scoring
 from lopd_envs.suites.envscaler.isolation import EnvWorker
 

@@ -9,10 +9,9 @@ import types
 import pytest
 
 from lopd_train.evaluation import backends
-from lopd_train.records import RecordWriter, read_records
 from lopd_train.evaluation.spec import folder_sha256, resolve_model
+from lopd_train.records import RecordWriter, read_records
 from tests.fake_openai import TOOL_REFUSAL, FakeServer, completion
-
 
 # ----------------------------------------------------------------------------------------------- records
 

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lopd_envs
-from lopd_envs.sandbox import available_backends, get_sandbox
 from lopd_envs.codeexec import valuecodec
 from lopd_envs.codeexec.extract import extract_code, prune_to_entry_point, sanitize
 from lopd_envs.codeexec.functest import GroupOutcome
+from lopd_envs.sandbox import available_backends, get_sandbox
 from lopd_envs.suites.evalplus import data as ep_data
 from lopd_envs.suites.evalplus import groundtruth as ep_gt
 from lopd_envs.suites.evalplus import judge as ep_judge
@@ -296,7 +296,7 @@ def test_mbpp_canonical_solution_passes():
     env = gym.make("lopd/MBPPPlus-v0")
     _, info = env.reset(options={"task_id": "Mbpp/2"})
     p = env.unwrapped.tasks[env.unwrapped._index["Mbpp/2"]].data
-    assert "Mbpp/2" == info["task_id"] and len(env.unwrapped.tasks) in (378, 399)
+    assert info["task_id"] == "Mbpp/2" and len(env.unwrapped.tasks) in (378, 399)
     assert env.step(answer(p["prompt"] + p["canonical_solution"]))[1] == 1.0
 
 

@@ -170,8 +170,8 @@ def test_a_candidate_that_prints_the_expected_digest_without_the_value_still_fai
 def test_a_run_asks_for_at_most_max_digests_so_unread_answers_never_fill_the_pipe():
     from lopd_envs.codeexec.functest import MAX_DIGESTS, capped_digests
 
-    groups = [Group("base", [[0]] * 40, digests={i: "d" for i in range(40)}),
-              Group("plus", [[0]] * 40, digests={i: "d" for i in range(39, -1, -1)}), Group("x", [[0]])]
+    groups = [Group("base", [[0]] * 40, digests=dict.fromkeys(range(40), "d")),
+              Group("plus", [[0]] * 40, digests=dict.fromkeys(range(39, -1, -1), "d")), Group("x", [[0]])]
     capped = capped_digests(groups, MAX_DIGESTS)
     assert capped[0] is groups[0] and sorted(capped[1].digests) == list(range(MAX_DIGESTS - 40))
     assert capped[2].digests is None and capped_digests(groups, 0)[0].digests is None

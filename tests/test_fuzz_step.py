@@ -252,7 +252,7 @@ PROGRAMS = ["```python\ndef {name}(*args, **kwargs):\n    return None\n```",
             "```python\nraise SystemExit(3)\n```", "```python\ndef " + "(" * 200 + "\n```"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def actions(names: tuple[str, ...], code: bool) -> st.SearchStrategy[Any]:
     """Every class of action, as a recipe (built by :func:`build`) or a value. Cached per tool list: building
     and validating the strategy costs more than a step."""

@@ -56,7 +56,7 @@ def test_code_suites_take_the_shared_mechanisms_from_codeexec():
     shared: dict[str, str] = {}
     for path in _python_files(PKG / "codeexec"):
         if path.name not in SANDBOX_PROGRAMS:
-            shared.update({name: path.name for name in _top_level_names(path)})
+            shared.update(dict.fromkeys(_top_level_names(path), path.name))
     assert {"extract_code", "run_function_tests", "encode", "decode", "_read_request", "CodeEnv"} <= set(shared)
     for suite in CODE_SUITES:
         imports_codeexec = False

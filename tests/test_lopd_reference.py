@@ -13,10 +13,9 @@ import torch
 
 from lopd_train import models
 from lopd_train.algorithms import losses
-from lopd_train.scoring import score_group, teacher_logits
 from lopd_train.latent import context
+from lopd_train.scoring import score_group, teacher_logits
 from tests.test_train_composer import lopd_setup
-
 
 # --------------------------------------------------------------------------------- KL support and tail
 
@@ -298,8 +297,8 @@ def test_anchor_grows_once_the_composer_moves_away_from_the_snapshot(tmp_path):
 # --------------------------------------------------------------------------------- sampler and trainer
 
 def test_sampler_log_probs_ignore_the_model_generation_config():
-    from lopd_train.scoring import student_logits
     from lopd_train.rollout.engine import SamplingConfig, generate
+    from lopd_train.scoring import student_logits
 
     model, tok = models.tiny_model()
     tok.padding_side = "left"

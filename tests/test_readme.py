@@ -28,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # a block inside a list item is indented, its mark with it
 FENCE = re.compile(r"(?:<!--\s*readme-test:\s*(?P<mark>.*?)\s*-->[ \t]*\n)?[ \t]*```(?P<lang>python|bash)\n"
-                   r"(?P<body>.*?)```", re.S)
+                   r"(?P<body>.*?)```", re.DOTALL)
 
 
 @dataclass

@@ -16,7 +16,7 @@ small to measure (the long text under ``FLOOR``) pass: a quadratic parser is sec
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 

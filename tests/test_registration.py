@@ -10,7 +10,6 @@ import pytest
 
 from lopd_envs.registration import ENV_ENTRY_POINTS
 
-
 # lopd's own data, asked for by name, where the official data is not on this machine
 OFFLINE = {"lopd/EnvScaler-v0": {"source": "ours"}, "lopd/LiveCodeBench-v0": {"source": "bundled"}}
 
@@ -30,6 +29,7 @@ def test_make_with_module_prefix_in_a_fresh_interpreter(env_id):
 
 def test_register_envs_convention():
     import gymnasium as gym
+
     import lopd_envs
 
     gym.register_envs(lopd_envs)

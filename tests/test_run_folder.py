@@ -20,9 +20,9 @@ import pytest
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import cli, config, models
 from lopd_train.config import TrainConfig
-from lopd_train.training import runrecord
 from lopd_train.errors import RunLockedError, RunMismatchError, RunSettingError
 from lopd_train.runlock import FolderLock
+from lopd_train.training import runrecord
 from lopd_train.training.trainer import Trainer, train
 from tests.test_train_trainer import coin
 

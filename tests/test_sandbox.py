@@ -7,10 +7,18 @@ import time
 
 import pytest
 
-from lopd_envs.sandbox import (BACKENDS, Limits, MiB, ProcessSandbox, RunRequest, SandboxPool, available_backends,
-                               get_sandbox)
-from lopd_envs.sandbox.interpreter import resolve
+from lopd_envs.sandbox import (
+    BACKENDS,
+    Limits,
+    MiB,
+    ProcessSandbox,
+    RunRequest,
+    SandboxPool,
+    available_backends,
+    get_sandbox,
+)
 from lopd_envs.sandbox.base import as_root
+from lopd_envs.sandbox.interpreter import resolve
 
 WORKING = [name for name, problem in available_backends().items() if problem is None]
 

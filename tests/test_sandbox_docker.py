@@ -18,9 +18,8 @@ import time
 
 import pytest
 
-from lopd_envs.sandbox import Limits, MiB
+from lopd_envs.sandbox import Limits, MiB, docker_image, interpreter
 from lopd_envs.sandbox import docker as dk
-from lopd_envs.sandbox import docker_image, interpreter
 
 PROBLEM = dk.DockerSandbox.probe()
 

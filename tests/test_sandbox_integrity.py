@@ -21,8 +21,7 @@ import gymnasium as gym
 import pytest
 
 import lopd_envs  # noqa: F401 - registers the env ids
-from lopd_envs.codeexec.channel import (MAX_RECORD_BYTES, Arrival, ResultChannel, allowance,
-                                        estimated_memory)
+from lopd_envs.codeexec.channel import MAX_RECORD_BYTES, Arrival, ResultChannel, allowance, estimated_memory
 from lopd_envs.codeexec.functest import Group, run_function_tests
 from lopd_envs.sandbox import MiB, seccomp
 from lopd_envs.sandbox import cgroup as cgroups

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB, cgroup, get_sandbox
-from lopd_envs.sandbox.session import (CHANNEL, ReplyRejected, SandboxSession, SessionError, SessionTimeout,
-                                       nesting_depth)
+from lopd_envs.sandbox.session import (
+    CHANNEL,
+    ReplyRejected,
+    SandboxSession,
+    SessionError,
+    SessionTimeout,
+    nesting_depth,
+)
 from tests.test_envscaler_isolation import ECHO  # answers echo; also stop_reading and bad_reply
 
 pytestmark = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,

@@ -232,7 +232,6 @@ def test_a_dropped_sandbox_gives_its_spares_back(name):
     import gc
 
     from lopd_envs.sandbox.base import UIDS
-
     from lopd_envs.sandbox.spares import drain
 
     make(name)

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lopd_envs.actions import ToolCall
-from lopd_envs.tools import (ToolNames, openai_tool, parse_action, parse_python_calls, parse_tool_calls,
-                             render_python_calls, render_tool_prompt, sanitize_name)
+from lopd_envs.tools import (
+    ToolNames,
+    openai_tool,
+    parse_action,
+    parse_python_calls,
+    parse_tool_calls,
+    render_python_calls,
+    render_tool_prompt,
+    sanitize_name,
+)
 
 
 def calls(text):

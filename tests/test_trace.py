@@ -9,8 +9,8 @@ import math
 import pytest
 
 from lopd_envs.core import Reaction
-from lopd_envs.tools import parse_action
 from lopd_envs.jsonvalue import MAX_DEPTH, MAX_INT_BITS, NotJSON, json_value
+from lopd_envs.tools import parse_action
 from lopd_envs.trace import Trace, TraceStep, compact
 
 

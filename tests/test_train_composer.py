@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.scoring import student_logits, teacher_logits
 from lopd_train.latent.composer import Composer
+from lopd_train.scoring import student_logits, teacher_logits
 
 
 @pytest.fixture()

@@ -8,8 +8,8 @@ import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
-from lopd_train.scoring import student_logits
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
+from lopd_train.scoring import student_logits
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_train import statefile
 from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import ExperienceBank
-from lopd_train import statefile
 from lopd_train.training.trainer import Trainer, train
 
 ROOT = Path(__file__).resolve().parents[1]

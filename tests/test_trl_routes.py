@@ -19,9 +19,19 @@ import torch
 from lopd_envs.suites.bfcl.gold import keyword_call
 from lopd_envs.tasks import Task
 from lopd_train import models
-from lopd_train.integrations.trl_env import (ENDED, GATEWAY, HINT, REPLY, LopdEnvironment, LopdEnvironmentFactory,
-                                             LopdToolEnvironment, lopd_env_reward, lopd_environment_dataset,
-                                             lopd_environment_inputs, tool_chat_template)
+from lopd_train.integrations.trl_env import (
+    ENDED,
+    GATEWAY,
+    HINT,
+    REPLY,
+    LopdEnvironment,
+    LopdEnvironmentFactory,
+    LopdToolEnvironment,
+    lopd_env_reward,
+    lopd_environment_dataset,
+    lopd_environment_inputs,
+    tool_chat_template,
+)
 from lopd_train.integrations.trl_reward import lopd_prompts, lopd_reward
 from lopd_train.testing import TOOLS, CoinEnv
 

@@ -25,9 +25,9 @@ import torch
 
 import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
-from lopd_train.scoring import student_logits
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 from lopd_train.rollout.vllm import VLLMRollout, completion_record, latent_prompt, logprob_mode
+from lopd_train.scoring import student_logits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ class FakeLLM:
     """Samples like vLLM would (per-request seed, stop at EOS, the sampled token plus the top-k in
     ``logprobs``, ranks from 1) with an HF model; a LoRARequest's folder is loaded with peft."""
 
-    instances: list["FakeLLM"] = []
+    instances: list[FakeLLM] = []
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task, error_message
 from lopd_envs.tasks import select
-from lopd_envs.actions import AssistantTurn
 
 TOOLS = [
     {"name": "math.add", "description": "Add two integers.",

@@ -6,7 +6,8 @@ reward (``lopd_train.integrations.verifiers``)."""
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 if importlib.util.find_spec("lopd_train") is None:  # a prerequisite (not on PyPI), not a dependency: pyproject.toml
     raise ModuleNotFoundError(
@@ -35,4 +36,4 @@ if importlib.util.find_spec("verifiers.v1") is not None:  # verifiers.v1 (0.4; 0
     from lopd_train.integrations.verifiers_v1 import benchmark_classes
 
     LopdMbppplusTasksetConfig, LopdMbppplusTaskset, LopdMbppplusEnv = benchmark_classes(LOPD_ENV, "LopdMbppplus")
-    __all__ += ["LopdMbppplusTasksetConfig", "LopdMbppplusTaskset", "LopdMbppplusEnv"]
+    __all__ += ["LopdMbppplusEnv", "LopdMbppplusTaskset", "LopdMbppplusTasksetConfig"]

@@ -7,13 +7,21 @@ one) and creates the sandbox on first use, so an env that is only listed or insp
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
 from lopd_envs.options import check_choice
-from lopd_envs.sandbox import (BACKENDS, ENV_BACKEND, ISOLATING, Sandbox, SandboxUnavailable, get_sandbox,
-                               no_isolation_message)
-from lopd_envs.actions import AssistantTurn
+from lopd_envs.sandbox import (
+    BACKENDS,
+    ENV_BACKEND,
+    ISOLATING,
+    Sandbox,
+    SandboxUnavailable,
+    get_sandbox,
+    no_isolation_message,
+)
 from lopd_envs.trace import compact
 
 

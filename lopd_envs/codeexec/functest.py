@@ -11,9 +11,10 @@ import dataclasses
 import functools
 import json
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from lopd_envs.codeexec import precompiled, valuecodec
 from lopd_envs.codeexec.channel import ResultChannel
@@ -23,7 +24,7 @@ _HERE = Path(__file__).resolve().parent
 FUNCTEST_HARNESS = _HERE / "functest_harness.py"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def harness_source(harness: Path = FUNCTEST_HARNESS) -> str:
     """A sandbox program: the value codec, the request reader, then ``harness`` (all standard library)."""
     parts = (_HERE / "valuecodec.py", _HERE / "harness_io.py", Path(harness))

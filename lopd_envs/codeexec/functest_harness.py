@@ -35,13 +35,13 @@ class _WriteOnly(_io.StringIO):
     """Swallows the program's prints; reading raises (so ``input()`` fails as it does in evalplus)."""
 
     def read(self, *a, **k):
-        raise IOError
+        raise OSError
 
     def readline(self, *a, **k):
-        raise IOError
+        raise OSError
 
     def readlines(self, *a, **k):
-        raise IOError
+        raise OSError
 
     def readable(self, *a, **k):
         return False

@@ -61,7 +61,7 @@ def _flat(x):
     if types <= _FLAT_TYPES:
         return True
     if int in types and types <= _NUMBER_TYPES:
-        return -_BIG < min(x) and max(x) < _BIG
+        return min(x) > -_BIG and max(x) < _BIG
     return False
 
 

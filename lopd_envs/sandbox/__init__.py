@@ -16,15 +16,39 @@ isolating backend it raises :class:`SandboxUnavailable` with what to install. As
 ``allow_unisolated=True`` is the explicit opt-in.
 """
 
-from lopd_envs.sandbox.base import (GiB, Limits, MiB, RunRequest, RunResult, Sandbox, SandboxUnavailable,
-                                    default_workers)
+from lopd_envs.sandbox.base import GiB, Limits, MiB, RunRequest, RunResult, Sandbox, SandboxUnavailable, default_workers
 from lopd_envs.sandbox.bubblewrap import BubblewrapSandbox
 from lopd_envs.sandbox.docker import DockerSandbox
 from lopd_envs.sandbox.pool import SandboxPool
 from lopd_envs.sandbox.process import ProcessSandbox
-from lopd_envs.sandbox.select import (BACKENDS, ENV_BACKEND, ISOLATING, ORDER, available_backends, get_sandbox,
-                                      no_isolation_message)
+from lopd_envs.sandbox.select import (
+                                    BACKENDS,
+                                    ENV_BACKEND,
+                                    ISOLATING,
+                                    ORDER,
+                                    available_backends,
+                                    get_sandbox,
+                                    no_isolation_message,
+)
 
-__all__ = ["BACKENDS", "BubblewrapSandbox", "DockerSandbox", "ENV_BACKEND", "GiB", "ISOLATING", "Limits", "MiB",
-           "ORDER", "ProcessSandbox", "RunRequest", "RunResult", "Sandbox", "SandboxPool", "SandboxUnavailable",
-           "available_backends", "default_workers", "get_sandbox", "no_isolation_message"]
+__all__ = [
+                                    "BACKENDS",
+                                    "ENV_BACKEND",
+                                    "ISOLATING",
+                                    "ORDER",
+                                    "BubblewrapSandbox",
+                                    "DockerSandbox",
+                                    "GiB",
+                                    "Limits",
+                                    "MiB",
+                                    "ProcessSandbox",
+                                    "RunRequest",
+                                    "RunResult",
+                                    "Sandbox",
+                                    "SandboxPool",
+                                    "SandboxUnavailable",
+                                    "available_backends",
+                                    "default_workers",
+                                    "get_sandbox",
+                                    "no_isolation_message",
+]

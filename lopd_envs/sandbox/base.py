@@ -14,9 +14,10 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Optional
 
 from lopd_envs.sandbox.folders import workdir
 
@@ -24,7 +25,7 @@ MiB = 1 << 20
 #: A scorer's callback on the program's stdout chunks (its reply, if any, goes to the program's stdin).
 #: Optional methods the runners call: ``deadline()`` (monotonic time by which the next record must come,
 #: or None) and ``started()`` (the program has just been handed to a live sandbox: a clock starts here).
-Interact = Callable[[bytes], Optional[bytes]]
+Interact = Callable[[bytes], bytes | None]
 GiB = 1 << 30
 
 #: Run inside the sandboxed interpreter via ``python -I -S -c BOOTSTRAP <limits...> <program>``.

@@ -67,7 +67,16 @@ import subprocess
 from pathlib import Path
 
 from lopd_envs.sandbox import interpreter, seccomp
-from lopd_envs.sandbox.base import BOOTSTRAP, INIT_BOOTSTRAP, SPARE_BOOTSTRAP, UIDS, Limits, RunResult, as_root, scrubbed_env
+from lopd_envs.sandbox.base import (
+    BOOTSTRAP,
+    INIT_BOOTSTRAP,
+    SPARE_BOOTSTRAP,
+    UIDS,
+    Limits,
+    RunResult,
+    as_root,
+    scrubbed_env,
+)
 from lopd_envs.sandbox.spares import MAX_AGE, Command, SpareSandbox
 
 WORKDIR = "/sandbox"
@@ -158,7 +167,7 @@ class BubblewrapSandbox(SpareSandbox):
 INIT = '"$@"; exit $?'
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def init_shell(python: interpreter.Interpreter) -> str | None:
     """dash, where the host has it and it needs no library outside the interpreter's mounts (else ``None``:
     the bootstrap is the init). Only dash: it is small, and it does not turn the last command into an
@@ -174,7 +183,7 @@ def init_shell(python: interpreter.Interpreter) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mounts(python: interpreter.Interpreter, extra: tuple[str, ...] = ()) -> list[str]:
     """The ``--ro-bind`` arguments of the interpreter: its folders and binary at their host paths, and its
     shared libraries, with those that the compiled modules under the ``extra`` binds need (numpy: libstdc++,
@@ -192,7 +201,7 @@ def mounts(python: interpreter.Interpreter, extra: tuple[str, ...] = ()) -> list
     return args
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe() -> str | None:
     """Check once that bwrap exists and can create the namespaces (containers often forbid it)."""
     if not shutil.which("bwrap"):

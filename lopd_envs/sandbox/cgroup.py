@@ -40,10 +40,11 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from lopd_envs.sandbox.cgroup_teardown import PREFIX, kill_until_gone, remove_stale, remove_tree
 
@@ -139,7 +140,7 @@ def _remove_quietly(folder: Path) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def layout() -> Layout | None:
     """Detected once per process; ``None`` when per-run cgroups are not possible here."""
     if os.environ.get(ENV_CGROUP, "1") == "0" or not hasattr(os, "geteuid") or os.geteuid() != 0:
@@ -291,7 +292,7 @@ def _join(folder: Path) -> None:
         os.close(fd)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _thread_moves_work(parents: tuple[Path, ...]) -> bool:
     """Move a helper thread into a throw-away cgroup under each of ``parents`` and back to the process's own
     cgroup. A host that delegates the subtree but not the parent's ``tasks`` file fails here, not in a

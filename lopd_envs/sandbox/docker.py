@@ -67,9 +67,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lopd_envs.sandbox import docker_server as wire
-
-from lopd_envs.sandbox.base import (BOOTSTRAP, Interact, Limits, MiB, OutputBudget, RunResult, Sandbox,
-                                    SandboxUnavailable)
+from lopd_envs.sandbox.base import (
+    BOOTSTRAP,
+    Interact,
+    Limits,
+    MiB,
+    OutputBudget,
+    RunResult,
+    Sandbox,
+    SandboxUnavailable,
+)
 from lopd_envs.sandbox.docker_image import PATH, default_tag
 from lopd_envs.sandbox.interpreter import Interpreter
 from lopd_envs.sandbox.spares import ENV_SPARES
@@ -223,7 +230,7 @@ class _Shape:
     file_size: int
 
     @classmethod
-    def of(cls, limits: Limits) -> "_Shape":
+    def of(cls, limits: Limits) -> _Shape:
         return cls(int(limits.memory), int(limits.processes), max(int(limits.file_size), MiB))
 
 
@@ -514,7 +521,7 @@ class _Feed:
         self.data, self.offset, self.close = memoryview(data), 0, close
         self.sent = self.acked = 0
 
-    def top_up(self, channel: "_Channel") -> None:
+    def top_up(self, channel: _Channel) -> None:
         while self.offset < len(self.data) and self.sent - self.acked < WINDOW:
             size = min(wire.CHUNK, WINDOW - (self.sent - self.acked), len(self.data) - self.offset)
             channel.queue(wire.STDIN, bytes(self.data[self.offset:self.offset + size]))
@@ -525,7 +532,7 @@ class _Feed:
             self.close = False
         channel.flush()
 
-    def answer(self, channel: "_Channel", data: bytes) -> None:
+    def answer(self, channel: _Channel, data: bytes) -> None:
         channel.queue(wire.STDIN, data)
         self.sent += len(data)
 
@@ -676,7 +683,7 @@ def _process_id(pid: int) -> str:
         return f"{pid}:gone"
 
 
-def _close(ref: "weakref.ref[DockerSandbox]") -> None:
+def _close(ref: weakref.ref[DockerSandbox]) -> None:
     sandbox = ref()
     if sandbox is not None:
         sandbox.shutdown()
@@ -710,7 +717,7 @@ BUILD_HINT = ("build it offline from this host's Python with `lopd sandbox build
               f"Python image with ${ENV_IMAGE} / image=)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(image: str) -> str | None:
     try:
         import docker

@@ -19,12 +19,12 @@ image's labels record the interpreter's version and the extra paths (:attr:`Dock
 from __future__ import annotations
 
 import io
-import sys
 import os
+import sys
 import tarfile
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from lopd_envs.sandbox import interpreter
 

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 ENV_PYTHON = "LOPD_SANDBOX_PYTHON"
 
@@ -211,7 +211,7 @@ def _remove_folder(folder: str, owner: int) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def resolve(require_world_usable: bool) -> Interpreter:
     """The first candidate that starts in isolated mode (and, when the sandbox drops to another uid, that
     the uid can use). Cached: later runs pay nothing."""

@@ -3,8 +3,8 @@ busy: the pool only waits on pipes. Results come back in submission order."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable
 
 from lopd_envs.sandbox.base import RunRequest, RunResult, Sandbox, default_workers
 
@@ -18,7 +18,7 @@ class SandboxPool:
         self.workers = workers or default_workers()
         self._executor = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="lopd-sandbox")
 
-    def submit(self, request: RunRequest) -> "Future[RunResult]":
+    def submit(self, request: RunRequest) -> Future[RunResult]:
         return self._executor.submit(self.sandbox.run, request.code, request.stdin, request.files,
                                      request.timeout, request.memory_limit)
 
@@ -32,7 +32,7 @@ class SandboxPool:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,8 +29,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from lopd_envs.sandbox import cgroup
 from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user

@@ -82,7 +82,7 @@ def compile_filter(arch: int, numbers: dict[str, int], refuse_x32: bool, denied=
     return b"".join(body)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def program() -> bytes | None:
     """The filter for this machine, or ``None`` where no table exists (or ``LOPD_SANDBOX_SECCOMP=0``)."""
     if os.environ.get("LOPD_SANDBOX_SECCOMP", "1") == "0":

@@ -49,8 +49,9 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from lopd_envs.sandbox import runner, seccomp
 from lopd_envs.sandbox.base import SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, scrubbed_env
@@ -127,7 +128,7 @@ def encode_frame(payload: bytes) -> bytes:
 #: A JSON string, from its opening quote to its closing one or, unterminated, to the end of the text. It
 #: never fails once started (a failed match would be retried from every later quote: quadratic), and
 #: possessive runs leave nothing to backtrack into, so removing every string costs one linear pass.
-_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.S)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.DOTALL)
 _OPENERS, _CLOSERS = b"[{", b"]}"
 _BRACKETS_ONLY = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
@@ -183,7 +184,7 @@ def _shutdown(run: runner.Started, uid: int | None, folder: workdir) -> None:
         folder.__exit__(None, None, None)
 
 
-_live: "weakref.WeakSet[SandboxSession]" = weakref.WeakSet()
+_live: weakref.WeakSet[SandboxSession] = weakref.WeakSet()
 
 
 @atexit.register
@@ -324,7 +325,7 @@ class SandboxSession:
                 pass
         _live.discard(self)
 
-    def __enter__(self) -> "SandboxSession":
+    def __enter__(self) -> SandboxSession:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -38,9 +38,9 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Hashable, Mapping, Sequence
 
 from lopd_envs.sandbox import runner
 from lopd_envs.sandbox.base import UIDS, Interact, Limits, RunResult, Sandbox, as_root, spare_arguments
@@ -300,7 +300,7 @@ class _Background:
 
 
 _BACKGROUND = _Background()
-_STOCKS: "weakref.WeakSet[SpareStock]" = weakref.WeakSet()
+_STOCKS: weakref.WeakSet[SpareStock] = weakref.WeakSet()
 
 
 def drain(timeout: float = 30.0) -> bool:

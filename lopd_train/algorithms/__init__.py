@@ -16,8 +16,19 @@ from lopd_train.algorithms.sdpo import SDPO
 from lopd_train.algorithms.skill_sd import SkillSD
 from lopd_train.algorithms.vanilla import Vanilla
 
-__all__ = ["ALGORITHMS", "Algorithm", "Batch", "GRPO", "LOPD", "OPSD", "SDFT", "SDPO", "SkillSD", "Vanilla",
-           "algorithms_help"]
+__all__ = [
+    "ALGORITHMS",
+    "GRPO",
+    "LOPD",
+    "OPSD",
+    "SDFT",
+    "SDPO",
+    "Algorithm",
+    "Batch",
+    "SkillSD",
+    "Vanilla",
+    "algorithms_help",
+]
 
 ALGORITHMS: dict[str, type[Algorithm]] = {a.name: a for a in (LOPD, GRPO, OPSD, SDPO, SDFT, SkillSD, Vanilla)}
 

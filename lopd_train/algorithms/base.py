@@ -9,9 +9,9 @@ from typing import Any
 import torch
 
 from lopd_train import models
+from lopd_train.distributed import LOCAL
 from lopd_train.latent.context import context_prompt
 from lopd_train.rollout.engine import Trajectory
-from lopd_train.distributed import LOCAL
 
 
 @dataclass

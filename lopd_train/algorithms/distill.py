@@ -42,9 +42,9 @@ from lopd_train import models
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
 from lopd_train.algorithms.ema import EMATeacher, FactorEMATeacher
-from lopd_train.scoring import score_group
 from lopd_train.latent.context import reprompt
 from lopd_train.rollout.engine import Trajectory
+from lopd_train.scoring import score_group
 
 TEACHERS = ("base", "ema", "ema-factors")
 DISTILL_LOSSES = ("jsd", "forward_kl", "topk", "sampled")

@@ -106,11 +106,10 @@ from tqdm.auto import tqdm
 
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
-from lopd_train.scoring import score_group, score_groups
 from lopd_train.latent.composer import Composer
 from lopd_train.latent.context import experience_text
 from lopd_train.rollout.engine import Trajectory
-
+from lopd_train.scoring import score_group, score_groups
 
 PROBES = 4  # banked successes whose teacher NLL is logged after each composer update (probe_teacher_nll)
 

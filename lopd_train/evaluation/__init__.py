@@ -19,22 +19,35 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs import provenance
 from lopd_train import config
-from lopd_train.config import (EvalBackendSection, EvalEnvSection, EvalModelSection, EvalOutputSection,
-                               EvalSamplingSection)
+from lopd_train.config import (
+    EvalBackendSection,
+    EvalEnvSection,
+    EvalModelSection,
+    EvalOutputSection,
+    EvalSamplingSection,
+)
 from lopd_train.evaluation import leaderboards, report, tracking
-from lopd_train.evaluation.backends import (Backend, BackendError, HFBackend, OpenAIBackend, Sampling, VLLMBackend,
-                                            sampling_dict)
+from lopd_train.evaluation.backends import (
+    Backend,
+    BackendError,
+    HFBackend,
+    OpenAIBackend,
+    Sampling,
+    VLLMBackend,
+    sampling_dict,
+)
 from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
-from lopd_train.records import RecordWriter, read_records, record_key, settled
 from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
+from lopd_train.records import RecordWriter, read_records, record_key, settled
 from lopd_train.tracking import REPORT_TO, parse_report_to
 
 log = logging.getLogger(__name__)

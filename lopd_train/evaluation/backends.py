@@ -22,8 +22,9 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from lopd_envs.chat import tools_already_listed, with_tool_prompt
 from lopd_train.evaluation import openai_reply

@@ -15,9 +15,10 @@ outside the sandbox (reading never executes anything).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from lopd_envs.datafile import DataFileError, iter_jsonl
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 BFCL_ENV = "lopd/BFCLv3-v0"
 SCORING = ("score_samples", "score_bfcl", "bfcl_format")
@@ -90,10 +91,10 @@ def main(parser, argv: Sequence[str] | None, args: Any) -> dict[str, Any]:
     folder in use or already holding records, no sandbox) as one line each."""
     from lopd_envs.datafile import DataFileError
     from lopd_envs.sandbox import SandboxUnavailable
+    from lopd_train.errors import RunLockedError
     from lopd_train.evaluation.bfcl_results import ResultFileError
     from lopd_train.evaluation.evalplus_samples import SamplesFileError
     from lopd_train.evaluation.selection import SelectionError
-    from lopd_train.errors import RunLockedError
     from lopd_train.runlock import FolderLock
     from lopd_train.usage import UsageError
 
@@ -177,9 +178,8 @@ def _score_samples(opts: SimpleNamespace) -> tuple[str, list[dict[str, Any]], di
 
 def _score_bfcl(opts: SimpleNamespace) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
     from lopd_train.evaluation.bfcl_results import categories_in, result_files, score_files
-    from lopd_train.evaluation.leaderboards import BFCL_V3_SIZES
-
     from lopd_train.evaluation.evalplus_samples import DATASETS
+    from lopd_train.evaluation.leaderboards import BFCL_V3_SIZES
 
     other = [e for e in opts.env or [] if e != BFCL_ENV and not (opts.score_samples and e in DATASETS)]
     if other:

@@ -14,8 +14,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 #: The environment variable naming that venv's Python (e.g. /work/venv-llamacpp/bin/python).
 PYTHON_ENV = "LOPD_LLAMACPP_PYTHON"

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 

@@ -19,8 +19,9 @@ same scores. Records whose reply was unusable (``error``) are left out, as they 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_train.evaluation import env_kwargs
 from lopd_train.evaluation.leaderboards import BFCL_V3_SIZES, benchmark_name
@@ -65,8 +66,7 @@ def write_official_files(cfg: Any, output: str | Path) -> dict[str, Any] | None:
 def _jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
 
 
 def _write_evalplus(cfg: Any, env_id: str, records: Sequence[dict[str, Any]], folder: Path,

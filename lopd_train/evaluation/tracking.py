@@ -11,8 +11,9 @@ the end of the prompt, the last reply, the reward). The default is ``none``: acc
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_train.evaluation import leaderboards, report
 

@@ -20,8 +20,9 @@ the start of a reference-mode run that was not given ``--bank``.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HELD_BACK = "pig_heldback.jsonl"
 
@@ -55,9 +56,8 @@ def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], sample
     import numpy as np
     from tqdm.auto import tqdm
 
-    from lopd_train.rollout.replay import attach_transcript
     from lopd_train.rollout.engine import run_episodes
-    from lopd_train.rollout.replay import attach_sequence
+    from lopd_train.rollout.replay import attach_sequence, attach_transcript
 
     if not tasks:
         raise ValueError("no training tasks to build the bank from (give --tasks or a category with tasks)")

@@ -19,16 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lopd_train.errors import RunInputMissing, RunSettingError
 from lopd_train.experience.bank import ExperienceBank, trace_key
 from lopd_train.experience.build import HELD_BACK
-from lopd_train.errors import RunInputMissing, RunSettingError
 
 
 def keep_tokens(t, tokenizer) -> None:
     """Before a rollout goes into the bank: its full chat transcript (the encoder's ``chat`` rendering) and its
     exact token ids (what a cold start replays) travel with its trace."""
-    from lopd_train.rollout.replay import attach_transcript
-    from lopd_train.rollout.replay import attach_sequence
+    from lopd_train.rollout.replay import attach_sequence, attach_transcript
 
     attach_transcript(t.trace, tokenizer.decode(t.input_ids))
     attach_sequence(t)

@@ -12,8 +12,8 @@ skipping the ids it is told to exclude. What is embedded is the **key** (:data:`
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 

@@ -50,7 +50,6 @@ from pydantic import Field
 import lopd_envs
 from lopd_envs import provenance
 
-
 #: The arguments ``reset`` takes; anything else is refused (a misspelt ``taskid`` must not play another task).
 RESET_ARGS = ("seed", "episode_id", "task_id")
 #: Seconds a WebSocket may stay silent before its session is closed, by default.
@@ -90,7 +89,7 @@ class LopdAction(Action):
     """One assistant turn: raw ``text`` (the env parses tool calls out of it), or structured ``tool_calls``."""
 
     text: str = Field(default="", description="the model's raw reply")
-    tool_calls: Optional[list[dict[str, Any]]] = Field(
+    tool_calls: list[dict[str, Any]] | None = Field(
         default=None, description='structured calls: [{"name": ..., "arguments": {...}}]')
 
 
@@ -122,8 +121,8 @@ class LopdEnvironment(Environment[LopdAction, LopdObservation, LopdState]):
         self.env = gym.make(env_id, **env_kwargs)
         self._state = LopdState(env_id=env_id)
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
-              task_id: Optional[str] = None, **kwargs: Any) -> LopdObservation:
+    def reset(self, seed: int | None = None, episode_id: str | None = None,
+              task_id: str | None = None, **kwargs: Any) -> LopdObservation:
         # **kwargs only so that openenv passes unknown arguments on (it drops what a signature lacks): refused
         check_reset_args(seed, task_id, kwargs, [t.task_id for t in self.env.unwrapped.tasks])
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
@@ -133,7 +132,7 @@ class LopdEnvironment(Environment[LopdAction, LopdObservation, LopdState]):
                                category=info.get("category", ""), done=False, reward=0.0,
                                metadata={"provenance": provenance.of(self.env, hashes=False)})
 
-    def step(self, action: LopdAction, timeout_s: Optional[float] = None, **kwargs: Any) -> LopdObservation:
+    def step(self, action: LopdAction, timeout_s: float | None = None, **kwargs: Any) -> LopdObservation:
         if not self._state.task_id:
             raise LopdRequestError("step before reset: send a reset first")
         if self._state.done:

@@ -37,7 +37,8 @@ first message (key ``lopd_task_id``) because ``rollout_func`` is handed the prom
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from lopd_envs.chat import tools_already_listed
 from lopd_train.integrations.trl_reward import TASK_COLUMN, make_env, plain, task_openings

@@ -28,7 +28,8 @@ Usage (examples/trl_reward_funcs.py)::
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import gymnasium as gym
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Mapping
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import gymnasium as gym
 import verifiers as vf

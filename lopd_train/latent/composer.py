@@ -27,8 +27,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from lopd_train import models
-from lopd_train.scoring import decoder, embed_tokens
 from lopd_train.latent.context import encoder_text_parts
+from lopd_train.scoring import decoder, embed_tokens
 
 COMPOSERS = ("qformer", "perceiver")
 
@@ -217,7 +217,7 @@ class Composer(nn.Module):
         return self.compressor(hidden, mask)
 
     @torch.no_grad()
-    def copy_from(self, other: "Composer") -> None:
+    def copy_from(self, other: Composer) -> None:
         """Make this composer equal to ``other`` (its LoRA adapter and compressor), e.g. to keep a frozen
         snapshot of the cold-started composer under a second adapter name."""
         src = {n.replace(f".{other.adapter_name}.", "."): p for n, p in self.peft_model.named_parameters()

@@ -27,8 +27,9 @@ action-result trace (``--experience-format trace``).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_train import models
 from lopd_train.rollout.replay import TRANSCRIPT_KEY, attach_transcript  # noqa: F401  (attach_transcript: its old home)

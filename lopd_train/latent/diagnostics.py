@@ -21,17 +21,18 @@ with and without its context (single-turn episodes: one generated answer, scored
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from lopd_train import models
-from lopd_train.scoring import embed_tokens, score_group
 from lopd_train.latent.context import FRAMING_AFTER, FRAMING_BEFORE, context_prompt, experience_text
 from lopd_train.rollout.engine import Trajectory
+from lopd_train.scoring import embed_tokens, score_group
 
 CONDITIONS = ("none", "text", "latent", "zero", "random", "other")
 
@@ -79,7 +80,7 @@ def teacher_nll(algo, trajectories: Sequence[Trajectory], experiences: Sequence[
         with models.adapter(policy, algo.student_adapter):
             (s_logits,) = score_group(policy, seq, mask, share_prefix=False)
         decisive = (s_logits.argmax(-1) != y).float()
-        rec = NLLRecord(t.task_id, int(len(y)), int(decisive.sum()))
+        rec = NLLRecord(t.task_id, len(y), int(decisive.sum()))
 
         def put(name: str, logits: torch.Tensor) -> None:
             rec.nll[name], rec.nll_decisive[name] = _sum_nll(logits, y, decisive)

@@ -16,9 +16,10 @@ import contextlib
 import copy
 import inspect
 import logging
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import gymnasium as gym
 import torch

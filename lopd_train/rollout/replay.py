@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 

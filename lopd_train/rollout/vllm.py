@@ -34,8 +34,9 @@ is also where its gradient into the composer has to be computed in any case.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

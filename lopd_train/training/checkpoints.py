@@ -16,10 +16,10 @@ The functions take the :class:`~lopd_train.training.trainer.Trainer` whose state
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
-import errno
 import random
 import re
 import shutil
@@ -31,11 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from lopd_train import models
-from lopd_train.records import read_records
-from lopd_train import distributed
-from lopd_train import statefile
+from lopd_train import distributed, models, statefile
 from lopd_train.errors import CheckpointError, NoSpaceError, RunInputMissing, RunSettingError
+from lopd_train.records import read_records
 
 log = logging.getLogger(__name__)
 

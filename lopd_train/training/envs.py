@@ -12,8 +12,8 @@ import torch
 
 from lopd_envs import provenance
 from lopd_train.config import TrainConfig
-from lopd_train.rollout.engine import make_envs
 from lopd_train.errors import RunSettingError
+from lopd_train.rollout.engine import make_envs
 
 
 def run_env_kwargs(cfg: TrainConfig) -> dict[str, Any]:

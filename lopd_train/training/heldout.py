@@ -35,9 +35,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 HELDOUT_FILE = "heldout.jsonl"
 TRAIN_EVAL_FILE = "train_eval.jsonl"
@@ -107,7 +108,7 @@ def settings_differ(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, t
     return out
 
 
-def adopt_start_points(evaluators: Sequence["HeldoutEval"], source: Path, settings: dict[str, Any],
+def adopt_start_points(evaluators: Sequence[HeldoutEval], source: Path, settings: dict[str, Any],
                        software_now: dict[str, Any] | None = None) -> list[str]:
     """Write ``source``'s points at 0 rollouts as this new run's own (``--eval-start-from``), one per evaluator
     whose file the source has. Returns what was done, a line per evaluator.
@@ -283,7 +284,7 @@ class HeldoutEval:
 # ----------------------------------------------------------------------------------- a run's evaluators
 
 def make_evaluators(cfg, out: Path, env_kwargs: dict[str, Any], task_pool: list[str], rollouts: int,
-                    resumed: bool) -> tuple[list["HeldoutEval"], list[str]]:
+                    resumed: bool) -> tuple[list[HeldoutEval], list[str]]:
     """A training run's evaluators (none when ``--eval-every-rollouts`` is 0): the held-out tasks (greedy),
     and the training tasks beside them with ``--eval-training-tasks``; and the training pool without the
     held-out tasks. A resumed run drops points past its checkpoint; a new run drops any earlier run's points
@@ -319,7 +320,7 @@ def make_evaluators(cfg, out: Path, env_kwargs: dict[str, Any], task_pool: list[
     return evaluators, task_pool
 
 
-def evaluate_due(evaluators: Sequence["HeldoutEval"], policy, tokenizer, rollouts: int, step: int, final: bool,
+def evaluate_due(evaluators: Sequence[HeldoutEval], policy, tokenizer, rollouts: int, step: int, final: bool,
                  tracker=None) -> None:
     """Each evaluator's point if one is due (the student adapter, greedy, no graph), printed to stderr so the
     main job shows the student before and after, each set named, and sent to the tracker."""

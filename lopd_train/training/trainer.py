@@ -39,17 +39,15 @@ import numpy as np
 import torch
 
 from lopd_envs import provenance
-from lopd_train import models
+from lopd_train import distributed, models, software, tracking
 from lopd_train.config import TrainConfig
+from lopd_train.errors import RunExistsError, RunSettingError
 from lopd_train.experience import modes as bank_modes
 from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
-from lopd_train.training.plots import plot_curve
-from lopd_train import distributed, software, tracking
+from lopd_train.runlock import FolderLock
 from lopd_train.training import allocator, checkpoints, runrecord
 from lopd_train.training.envs import check_env, run_env_kwargs
-from lopd_train.errors import RunExistsError, RunSettingError
-from lopd_train.runlock import FolderLock
-
+from lopd_train.training.plots import plot_curve
 
 # ----------------------------------------------------------------------------------- the trainer
 

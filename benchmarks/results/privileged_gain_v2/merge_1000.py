@@ -2,8 +2,10 @@
 set: checked), after checking its 200-step row and text pilot against the committed ones. Run with
 /work/study-v2/.venv/bin/python benchmarks/results/privileged_gain_v2/merge_1000.py once run_1000.sh has finished;
 it regenerates results.json, results.md and pig_vs_cold_start.png here, and says in results.md where each row ran."""
-import json, sys
+import json
+import sys
 from pathlib import Path
+
 sys.path.insert(0, "/work/pig"); sys.path.insert(0, "/work/pig/benchmarks")
 import privileged_gain as pg
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs.assets import Benchmark, Source, locate, register
 from lopd_envs.datafile import check_unique, pair_by_key, read_jsonl

@@ -15,7 +15,7 @@ import ast
 
 from lopd_envs.callast import Call, DecodeError, parse_expression, resolve_call
 
-__all__ = ["Call", "DecodeError", "decode_answer", "decode_agent_message"]
+__all__ = ["Call", "DecodeError", "decode_agent_message", "decode_answer"]
 
 
 def decode_answer(text: str) -> list[Call]:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from lopd_envs.actions import ToolCall
 from lopd_envs.core import AgentEnv, Episode, Task
 from lopd_envs.options import check_choice
 from lopd_envs.provenance import Provenance
 from lopd_envs.suites.acebench.data import ACEBENCH_COMMIT, LANGUAGES, data_files, load_tasks
 from lopd_envs.suites.acebench.episodes import AgentEpisode, episode_for
 from lopd_envs.suites.acebench.users import ScriptedUser, UserSimulator
-from lopd_envs.actions import ToolCall
 from lopd_envs.tools import render_python_calls
 
 

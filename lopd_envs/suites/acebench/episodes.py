@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lopd_envs.actions import AssistantTurn, ToolCall
 from lopd_envs.core import Episode, Reaction, Score, error_message
 from lopd_envs.suites.acebench import prompts
 from lopd_envs.suites.acebench.agent_score import end_to_end, process_accuracy
@@ -26,7 +27,6 @@ from lopd_envs.suites.acebench.normal import score_normal
 from lopd_envs.suites.acebench.special import score_special
 from lopd_envs.suites.acebench.users import InstructionUser
 from lopd_envs.suites.acebench.verdict import Verdict
-from lopd_envs.actions import AssistantTurn, ToolCall
 from lopd_envs.tools import ToolNames, render_python_calls
 from lopd_envs.trace import compact
 
@@ -215,7 +215,7 @@ class MultiTurnEpisode(AgentEpisode):
         if calls is not None:
             observation, results, failed, done = self._execute(text, calls)
             return Reaction(observation, done=done, **self._per_call(turn, results, failed))
-        spoken = text[5:] if text.startswith("user:") else text[6:] if text.startswith("agent:") else text
+        spoken = text[5:] if text.startswith("user:") else text.removeprefix("agent:")
         self.conversation.append({"role": "user", "content": spoken})
         try:
             reply = str(self.user(list(self.conversation)))
@@ -236,4 +236,4 @@ def episode_for(env: Any, task: Any) -> Episode:
     return SingleTurnEpisode(env, task)
 
 
-__all__ = ["MULTI_TURN_ERROR", "SingleTurnEpisode", "MultiStepEpisode", "MultiTurnEpisode", "episode_for", "answer_text"]
+__all__ = ["MULTI_TURN_ERROR", "MultiStepEpisode", "MultiTurnEpisode", "SingleTurnEpisode", "answer_text", "episode_for"]

@@ -12,7 +12,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from lopd_envs.suites.acebench.data import AGENT, NORMAL, SPECIAL
 

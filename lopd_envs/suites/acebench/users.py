@@ -11,7 +11,8 @@ evaluation uses gpt-4o here; :class:`LLMUser` wraps any text policy, :class:`Scr
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from lopd_envs.suites.acebench.prompts import FINISH
 

@@ -35,4 +35,4 @@ well-formed calls); an answer that would crash the official checker scores 0 wit
 from lopd_envs.suites.bfcl.data import CATEGORIES, GROUPS, MULTI_TURN, SINGLE_TURN
 from lopd_envs.suites.bfcl.env import BFCLv3Env
 
-__all__ = ["BFCLv3Env", "CATEGORIES", "GROUPS", "MULTI_TURN", "SINGLE_TURN"]
+__all__ = ["CATEGORIES", "GROUPS", "MULTI_TURN", "SINGLE_TURN", "BFCLv3Env"]

@@ -32,10 +32,11 @@ import re
 import sys
 import threading
 import types
-from functools import lru_cache
+from collections.abc import Callable
+from functools import cache, lru_cache
 from hashlib import sha1
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lopd_envs.suites.bfcl.data import API_MODULES, STATELESS_APIS, api_source_path, json_copy, verified_source
 
@@ -88,7 +89,7 @@ def api_class(class_name: str, data_dir: str | None = None) -> type:
         return _CLASSES[key]
 
 
-@lru_cache(maxsize=None)
+@cache
 def public_methods(cls: type) -> tuple[str, ...]:
     """Public methods, as the checker binds them (static methods are not bound)."""
     return tuple(name for name, _ in inspect.getmembers(cls, predicate=inspect.isfunction)

@@ -11,9 +11,10 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs.assets import Benchmark, Source, locate, register
 from lopd_envs.datafile import DataFileError, check_unique, line_numbers, read_jsonl

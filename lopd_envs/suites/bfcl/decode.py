@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from lopd_envs.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
 
-__all__ = ["DecodeError", "literal_arithmetic", "decode_python", "decode_call_text", "decode_text"]
+__all__ = ["DecodeError", "decode_call_text", "decode_python", "decode_text", "literal_arithmetic"]
 
 Decoded = list[dict[str, dict[Any, Any]]]
 
@@ -66,7 +67,7 @@ def decode_python(text: str, strict: bool = False) -> Decoded:
 # ------------------------------------------------------------------------------ Java / JavaScript text
 
 _CALLEE = re.compile(r"\s*([A-Za-z_$][\w$]*(?:\s*\.\s*[A-Za-z_$][\w$]*)*)\s*\(")
-_ASSIGN = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*=(?!=)\s*(.*)$", re.S)
+_ASSIGN = re.compile(r"^\s*([A-Za-z_$][\w$]*)\s*=(?!=)\s*(.*)$", re.DOTALL)
 _OPEN, _CLOSE = "([{", ")]}"
 # A ``<`` opens type arguments (``List<String, ? extends T>``) when it is followed by type-argument items
 # and then by a ``>`` reachable through type-argument characters. The items were one regex with a lookahead,
@@ -158,7 +159,7 @@ _TOKEN = re.compile(r"""
   | (?P<comment>//|/\*)
   | (?P<op>\+\+|--|::|[-+*/%=<>!&|^~?:.,;()\[\]{}])
   | (?P<space>\s+)
-  | (?P<bad>.)""", re.X | re.S)
+  | (?P<bad>.)""", re.VERBOSE | re.DOTALL)
 _PREFIX_WORDS = {"new", "typeof", "instanceof", "void", "delete", "in", "of", "await", "return"}
 _OPERAND_END = {"str", "num", "id"}
 
@@ -221,13 +222,13 @@ def _java_value(value: str) -> str:
     value = value.strip()
     if _is_quoted(value, "\"'"):
         return value[1:-1]
-    if re.fullmatch(r"[\w$.]+(\s*\(.*\))?", value, re.S) and not value.startswith("new"):
+    if re.fullmatch(r"[\w$.]+(\s*\(.*\))?", value, re.DOTALL) and not value.startswith("new"):
         return value
-    creation = re.match(r"new\s+([\w$.]+(?:\s*<[^()]*>)?)\s*\((.*?)\)\s*(\{.*\})?$", value, re.S)
+    creation = re.match(r"new\s+([\w$.]+(?:\s*<[^()]*>)?)\s*\((.*?)\)\s*(\{.*\})?$", value, re.DOTALL)
     if creation and "[" not in creation.group(1):
         args = [_java_value_nested(a) for a in _split_top_level(creation.group(2))] if creation.group(2).strip() else []
         return f"new {_squash(creation.group(1))}({', '.join(args)})"
-    array = re.match(r"new\s+([\w$.<>]+)\s*\[\s*\]\s*(\{.*\})$", value, re.S)
+    array = re.match(r"new\s+([\w$.<>]+)\s*\[\s*\]\s*(\{.*\})$", value, re.DOTALL)
     if array:
         inner = array.group(2)[1:-1]
         items = [_java_value_nested(e) for e in _split_top_level(inner)] if inner.strip() else []

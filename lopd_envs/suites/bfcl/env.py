@@ -11,24 +11,34 @@ turn's otherwise empty user message, in the text and in that message's ``tools``
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.assets import locate
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, error_message
 from lopd_envs.provenance import Provenance
-from lopd_envs.tasks import Task, select
 from lopd_envs.suites.bfcl import data
 from lopd_envs.suites.bfcl.decode import (
-    DecodeError, decode_structured, decode_text, execution_strings, fc_execution_strings)
+    DecodeError,
+    decode_structured,
+    decode_text,
+    execution_strings,
+    fc_execution_strings,
+)
 from lopd_envs.suites.bfcl.gold import as_text, keyword_call, single_turn_gold_calls
 from lopd_envs.suites.bfcl.multi_turn import MultiTurnScorer
 from lopd_envs.suites.bfcl.prompts import (
-    additional_functions_message, few_shot_messages, opening_messages, prepare_docs)
+    additional_functions_message,
+    few_shot_messages,
+    opening_messages,
+    prepare_docs,
+)
 from lopd_envs.suites.bfcl.single_turn import score_single_turn
-from lopd_envs.actions import AssistantTurn
+from lopd_envs.tasks import Task, select
 from lopd_envs.tools import ToolNames, openai_tool
 
 MAX_STEPS_PER_TURN = 20  # the harness force-quits once a turn has executed more than this many steps
@@ -134,7 +144,7 @@ def decode_action(turn: AssistantTurn, item: BFCLItem, strict: bool) -> tuple[An
 
 
 class SingleTurnEpisode(Episode):
-    def __init__(self, env: "BFCLv3Env", task: Task):
+    def __init__(self, env: BFCLv3Env, task: Task):
         super().__init__(env, task)
         self.item: BFCLItem = task.data
         self.decoded: Any = None
@@ -159,7 +169,7 @@ class SingleTurnEpisode(Episode):
 
 
 class MultiTurnEpisode(Episode):
-    def __init__(self, env: "BFCLv3Env", task: Task):
+    def __init__(self, env: BFCLv3Env, task: Task):
         super().__init__(env, task)
         self.item: BFCLItem = task.data
         self.strict = env.scoring == "strict"

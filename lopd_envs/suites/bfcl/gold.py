@@ -15,8 +15,8 @@ import inspect
 import json
 from typing import Any
 
-from lopd_envs.suites.bfcl.api import api_class, public_methods
 from lopd_envs.actions import ToolCall
+from lopd_envs.suites.bfcl.api import api_class, public_methods
 from lopd_envs.tools import render_python_calls
 
 # ------------------------------------------------------------------------------ single turn
@@ -52,7 +52,7 @@ def java_source(value: Any, declared: str, nested: str | None) -> str:
     if declared in ("Array", "ArrayList"):
         items = value if isinstance(value, list) else [value]
         if declared == "Array":
-            inner = ", ".join(str(x) if nested in ("String", "any", "char") or nested is None and isinstance(x, str)
+            inner = ", ".join(str(x) if nested in ("String", "any", "char") or (nested is None and isinstance(x, str))
                               else java_source(x, nested or "any", None) for x in items)
             return f"new {nested or 'Object'}[]{{{inner}}}"
         inner = ", ".join(f'"{x}"' if nested in ("String", "char") else java_source(x, nested or "any", None)

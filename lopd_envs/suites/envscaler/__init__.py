@@ -62,4 +62,4 @@ Splits: ``rl``, ``eval`` (the first 200 RL scenarios in file order, or a source'
 from lopd_envs.suites.envscaler.env import CATEGORIES, MAX_STEPS, EnvScalerEnv
 from lopd_envs.suites.envscaler.users import default_user, official_user
 
-__all__ = ["CATEGORIES", "EnvScalerEnv", "MAX_STEPS", "default_user", "official_user"]
+__all__ = ["CATEGORIES", "MAX_STEPS", "EnvScalerEnv", "default_user", "official_user"]

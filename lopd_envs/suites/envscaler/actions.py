@@ -31,9 +31,9 @@ CHAT = "chat_with_user"
 # ``<tool_call>\s*(\{.*?\})\s*</tool_call>``. Searched as regexes they retry every later opening tag once the
 # first has no closing one, which is quadratic in model-written text (an action of many ``<think>`` took
 # minutes); :func:`_think_end` and :func:`_official_block` find the same leftmost match in one pass each.
-_THINK_OPEN = re.compile(r"(?:<|@)think(?:>|@)", re.I)
-_THINK_CLOSE = re.compile(r"(?:<|@)/think(?:>|@)", re.I)
-_TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.S)  # linear: a block always ends (at $)
+_THINK_OPEN = re.compile(r"(?:<|@)think(?:>|@)", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"(?:<|@)/think(?:>|@)", re.IGNORECASE)
+_TOOL_BLOCK = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)  # linear: a block always ends (at $)
 _OFFICIAL_OPEN = re.compile(r"<tool_call>\s*\{")
 _OFFICIAL_CLOSE = re.compile(r"\}\s*</tool_call>")
 

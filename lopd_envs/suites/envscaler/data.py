@@ -26,9 +26,10 @@ freezes the first :data:`EVAL_SIZE` RL scenarios in file order as ``eval`` (a so
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from lopd_envs import assets, datafile
 from lopd_envs.options import check_choice

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from lopd_envs.core import AgentEnv
 from lopd_envs.options import check_choice
@@ -133,4 +134,4 @@ class EnvScalerEnv(AgentEnv):
         super().close()
 
 
-__all__ = ["CATEGORIES", "EnvScalerEnv", "MAX_STEPS", "make_user"]
+__all__ = ["CATEGORIES", "MAX_STEPS", "EnvScalerEnv", "make_user"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import Episode, Reaction
 from lopd_envs.suites.envscaler import prompts, scoring
 from lopd_envs.suites.envscaler.actions import Action, read_action
@@ -22,7 +23,6 @@ from lopd_envs.suites.envscaler.data import Environment, Scenario
 from lopd_envs.suites.envscaler.isolation import EnvWorker
 from lopd_envs.suites.envscaler.users import make_user, opening_conversation, parse_reply
 from lopd_envs.tasks import Score, Task
-from lopd_envs.actions import AssistantTurn
 from lopd_envs.trace import compact
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,10 @@ a verdict counts as passed only when the reply says exactly ``true``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs.sandbox import GiB, Limits, MiB, Sandbox, SandboxUnavailable, get_sandbox
 from lopd_envs.sandbox.session import CHANNEL, SandboxSession, SessionError

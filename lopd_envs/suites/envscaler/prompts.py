@@ -6,7 +6,8 @@ into the system prompt in its "prompt" inference mode (Qwen3's layout), and the 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 AGENT_OPENER = "[Agent] Hi! How can I help you today?"
 AGENT_PREFIX = "[Agent] "

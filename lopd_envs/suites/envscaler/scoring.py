@@ -10,7 +10,7 @@ do-nothing agent no longer collects the ~15% of checks that start true.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def official_reward(passed: Sequence[bool]) -> float:

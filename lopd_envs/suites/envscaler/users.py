@@ -14,12 +14,10 @@ model needs no format), which the module docstring of the suite lists as a devia
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from lopd_envs.suites.acebench.users import Conversation, LLMUser, ScriptedUser, UserSimulator
 from lopd_envs.suites.envscaler.prompts import AGENT_OPENER, AGENT_PREFIX, STOP, USER_SYSTEM
-
-
 
 THOUGHT, REPLY = "# Thought:", "# Reply:"
 
@@ -69,5 +67,16 @@ def official_user(policy: Callable[[str], str]) -> UserSimulator:
     return LLMUser(lambda prompt: "# Thought:" + policy(prompt), render=render_official)
 
 
-__all__ = ["AGENT_PREFIX", "STOP", "ScriptedUser", "LLMUser", "UserSimulator", "default_user", "make_user",
-           "official_user", "opening_conversation", "parse_reply", "render_official"]
+__all__ = [
+    "AGENT_PREFIX",
+    "STOP",
+    "LLMUser",
+    "ScriptedUser",
+    "UserSimulator",
+    "default_user",
+    "make_user",
+    "official_user",
+    "opening_conversation",
+    "parse_reply",
+    "render_official",
+]

@@ -13,17 +13,17 @@ import builtins
 import collections  # noqa: F401 - preloaded: generated environment classes import these
 import copy
 import datetime  # noqa: F401
-import re  # noqa: F401
-import typing  # noqa: F401
-import uuid  # noqa: F401
 import json
 import os
+import re  # noqa: F401
 import select
 import signal
 import stat
 import time
 import traceback
 import types
+import typing  # noqa: F401
+import uuid  # noqa: F401
 
 MAX_ERROR = 20000
 #: The init of its own PID namespace (bubblewrap), where clearing the sandbox between checks is safe.

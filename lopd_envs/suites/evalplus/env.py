@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
-from lopd_envs.tasks import Task, select
 from lopd_envs.suites.evalplus.data import dataset_path, load_problems, origin_label, provenance_of
 from lopd_envs.suites.evalplus.groundtruth import GroundTruth, groundtruth_for
 from lopd_envs.suites.evalplus.judge import TIMEOUT_PER_TASK, evaluate_task, solution_from_answer
+from lopd_envs.tasks import Task, select
 from lopd_envs.trace import compact
 
 CATEGORIES = ("plus", "base")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from lopd_envs import assets
 from lopd_envs.codeexec import valuecodec

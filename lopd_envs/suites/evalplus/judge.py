@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +28,17 @@ TIMEOUT_PER_TASK = 60.0  # evalplus EVALPLUS_TIMEOUT_PER_TASK default
 TRANSFER_BYTES_PER_SECOND = 10e6
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _special():
     """evalplus's own oracles and task lists (imported lazily: evalplus pulls in numpy and psutil)."""
     from evalplus.eval import is_floats
-    from evalplus.eval._special_oracle import (MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS,
-                                               _digit_distance_nums, _poly, _surface_Area)
+    from evalplus.eval._special_oracle import (
+        MBPP_OUTPUT_NOT_NONE_TASKS,
+        MBPP_OUTPUT_SET_EQ_TASKS,
+        _digit_distance_nums,
+        _poly,
+        _surface_Area,
+    )
     return is_floats, MBPP_OUTPUT_NOT_NONE_TASKS, MBPP_OUTPUT_SET_EQ_TASKS, _digit_distance_nums, _poly, _surface_Area
 
 

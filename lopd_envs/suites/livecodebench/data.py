@@ -10,9 +10,10 @@ import pickle
 import re
 import threading
 import zlib
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from lopd_envs import assets
 from lopd_envs.datafile import check_unique, read_jsonl

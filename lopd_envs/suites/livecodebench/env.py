@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from lopd_envs.codeexec.env import CodeAnswerEpisode, CodeEnv
 from lopd_envs.codeexec.extract import extract_code, syntax_ok
 from lopd_envs.options import check_choice
 from lopd_envs.provenance import Provenance
-from lopd_envs.tasks import Task, select
-from lopd_envs.suites.livecodebench.data import (SAMPLES, find_files, origin_label, parse_date, problem_from_row,
-                                                 read_rows, release_files, with_tests)
+from lopd_envs.suites.livecodebench.data import (
+    SAMPLES,
+    find_files,
+    origin_label,
+    parse_date,
+    problem_from_row,
+    read_rows,
+    release_files,
+    with_tests,
+)
 from lopd_envs.suites.livecodebench.judge import TIMEOUT, evaluate, official_extract
+from lopd_envs.tasks import Task, select
 from lopd_envs.trace import compact
 
 CATEGORIES = ("stdin", "functional")

@@ -193,7 +193,7 @@ def _main():
             args = [[_json.loads(line) for line in inp.split("\n")] for inp in inputs]
         else:
             target = _compile(_as_function(_drop_main_guard(code)), timeout)
-            method = getattr(target, "wrapped_function")
+            method = target.wrapped_function
     except Exception as exc:  # noqa: BLE001
         emit({"compile_error": f"{type(exc).__name__}: {exc}"[:500]})
         emit({"end": 1})

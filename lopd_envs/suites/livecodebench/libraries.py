@@ -29,7 +29,7 @@ _lock = threading.Lock()
 _derived: dict[int, tuple[Sandbox, Sandbox, list[str]]] = {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def numpy_folders() -> tuple[str, ...]:
     """numpy's package folder and its ``numpy.libs`` sibling (when the wheel has one), or () without numpy."""
     spec = importlib.util.find_spec("numpy")

@@ -9,4 +9,4 @@ from lopd_envs.suites.acebench.scenarios.travel import Travel
 
 SCENARIOS: dict[str, type[Scenario]] = {cls.__name__: cls for cls in (BaseApi, MessageApi, ReminderApi, FoodPlatform, Travel)}
 
-__all__ = ["SCENARIOS", "Scenario", "BaseApi", "MessageApi", "ReminderApi", "FoodPlatform", "Travel"]
+__all__ = ["SCENARIOS", "BaseApi", "FoodPlatform", "MessageApi", "ReminderApi", "Scenario", "Travel"]

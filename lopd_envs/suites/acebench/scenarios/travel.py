@@ -244,7 +244,7 @@ class Travel(Scenario):
         current = next((f for f in self.flights if f["flight_no"] == reservation["flight_no"]), None)
         if not current:
             return text["no_flight"]
-        payment_method = new_payment_method if new_payment_method else reservation["payment_method"]
+        payment_method = new_payment_method or reservation["payment_method"]
         user = self.users[user_id]
         if not user:
             return text["no_user"]
@@ -289,7 +289,7 @@ class Travel(Scenario):
         if not flight:
             return text["bad_flight"]
         depart = datetime.strptime(flight["depart_time"], "%Y-%m-%d %H:%M:%S")
-        if NOW > depart:
+        if depart < NOW:
             return text["used"]
         price = flight["economy_price"] if reservation["cabin"] == self._economy else flight["business_price"]
         if reason == text["airline_reason"]:

@@ -256,12 +256,9 @@ def test_env_code_that_hangs_at_import_is_a_setup_error(data_dir):
     assert "unavailable" in obs[0]["content"] and info["score"]["ending"] == "setup"
 
 
-def test_the_process_backend_needs_an_explicit_opt_in(data_dir):
-    from lopd_envs.sandbox import SandboxUnavailable
-
-    with pytest.raises(SandboxUnavailable, match="allow_unisolated"):
-        make(data_dir, sandbox="process")
-    env = make(data_dir, sandbox="process", allow_unisolated=True, scoring="strict")
+def test_the_process_backend_is_the_same_opt_in_as_in_the_code_suites(data_dir):
+    env = make(data_dir, sandbox="process", scoring="strict")  # naming it is the opt-in, as for CodeEnv
+    assert env.unwrapped.sandbox.name == "process" and env.unwrapped.allow_unisolated
     env.reset(options={"task_id": "h-checks"})
     env.step(call("set_value", value=5))
     assert env.step("Task Completed")[1] == round(1 / 6, 4)

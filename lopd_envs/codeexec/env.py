@@ -6,22 +6,12 @@ one) and creates the sandbox on first use, so an env that is only listed or insp
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import AgentEnv, Episode, Reaction, Score, Task
-from lopd_envs.options import check_choice
-from lopd_envs.sandbox import (
-    BACKENDS,
-    ENV_BACKEND,
-    ISOLATING,
-    Sandbox,
-    SandboxUnavailable,
-    get_sandbox,
-    no_isolation_message,
-)
+from lopd_envs.sandbox import Sandbox, SandboxUnavailable, refusal, resolve_sandbox
 from lopd_envs.trace import compact
 
 
@@ -33,7 +23,8 @@ class CodeEnv(AgentEnv):
     Without one, construction fails with :class:`SandboxUnavailable` saying how to install bubblewrap,
     reach Docker or opt in: model-written code never runs unisolated unless the user asked for it by
     name (``sandbox="process"``, ``LOPD_SANDBOX=process``) or with ``allow_unisolated=True``. The check
-    happens here, at ``make`` time, so that ``step`` never raises for it.
+    (:func:`lopd_envs.sandbox.refusal`, the rules every suite shares) happens here, at ``make`` time, and
+    only probes, so that ``step`` never raises for it and an env that is never stepped starts no sandbox.
     """
 
     default_max_turns = 1
@@ -41,19 +32,16 @@ class CodeEnv(AgentEnv):
     def __init__(self, category: str | Sequence[str] = "all", *, sandbox: str | Sandbox | None = None,
                  allow_unisolated: bool = False, **options: Any):
         self._sandbox_choice, self.allow_unisolated = sandbox, allow_unisolated
-        if isinstance(sandbox, str):
-            check_choice("sandbox", sandbox, ("auto", *BACKENDS))
-        if not isinstance(sandbox, Sandbox):
-            refusal = isolation_refusal(sandbox, allow_unisolated)
-            if refusal:
-                raise SandboxUnavailable(refusal)
+        why = refusal(sandbox, allow_unisolated)
+        if why:
+            raise SandboxUnavailable(why)
         super().__init__(category=category, **options)
 
     @property
     def sandbox(self) -> Sandbox:
         """The sandbox that runs candidates, created from the choice on first use."""
         if not isinstance(self._sandbox_choice, Sandbox):
-            self._sandbox_choice = get_sandbox(self._sandbox_choice, allow_unisolated=self.allow_unisolated)
+            self._sandbox_choice = resolve_sandbox(self._sandbox_choice, self.allow_unisolated)
         return self._sandbox_choice
 
     def close(self) -> None:
@@ -63,16 +51,6 @@ class CodeEnv(AgentEnv):
         if isinstance(self._sandbox_choice, Sandbox):
             self._sandbox_choice.close()
         super().close()
-
-
-def isolation_refusal(choice: str | None, allow_unisolated: bool) -> str | None:
-    """Why the sandbox choice cannot run code here without an opt-in (None: it can). Only probes, so an
-    env that is never stepped starts no sandbox."""
-    choice = choice or os.environ.get(ENV_BACKEND) or "auto"
-    if choice != "auto" or allow_unisolated:
-        return None
-    reasons = {name: BACKENDS[name].probe() for name in ISOLATING}
-    return None if any(r is None for r in reasons.values()) else no_isolation_message(reasons)
 
 
 class CodeAnswerEpisode(Episode):

@@ -12,8 +12,10 @@ on warm spares, sandboxes started ahead of need that each serve exactly one run 
 
 The plain process backend does not isolate, so "auto" never falls back to it by itself: without an
 isolating backend it raises :class:`SandboxUnavailable` with what to install. Asking for it by name
-(``get_sandbox("process")``, ``LOPD_SANDBOX=process``, a code env's ``sandbox="process"``) or passing
-``allow_unisolated=True`` is the explicit opt-in.
+(``get_sandbox("process")``, ``LOPD_SANDBOX=process``, an env's ``sandbox="process"``) or passing
+``allow_unisolated=True`` is the explicit opt-in. Every suite resolves its sandbox through
+:func:`resolve_sandbox` (:func:`refusal` checks a choice without starting anything), so these mean the same
+for the code suites and EnvScaler.
 """
 
 from lopd_envs.sandbox.base import GiB, Limits, MiB, RunRequest, RunResult, Sandbox, SandboxUnavailable, default_workers
@@ -26,9 +28,13 @@ from lopd_envs.sandbox.select import (
                                     ENV_BACKEND,
                                     ISOLATING,
                                     ORDER,
+                                    SESSION_BACKENDS,
                                     available_backends,
+                                    backend_choice,
                                     get_sandbox,
                                     no_isolation_message,
+                                    refusal,
+                                    resolve_sandbox,
 )
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
                                     "ENV_BACKEND",
                                     "ISOLATING",
                                     "ORDER",
+                                    "SESSION_BACKENDS",
                                     "BubblewrapSandbox",
                                     "DockerSandbox",
                                     "GiB",
@@ -48,7 +55,10 @@ __all__ = [
                                     "SandboxPool",
                                     "SandboxUnavailable",
                                     "available_backends",
+                                    "backend_choice",
                                     "default_workers",
                                     "get_sandbox",
                                     "no_isolation_message",
+                                    "refusal",
+                                    "resolve_sandbox",
 ]

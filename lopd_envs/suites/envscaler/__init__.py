@@ -9,8 +9,8 @@ Layout: :mod:`.data` (the official files → environments and scenarios; hub, da
 
 Isolation: environment classes and check functions are untrusted, LLM-written code. They run only in the
 episode's worker, a persistent interpreter under bubblewrap (no network, read-only system, private /tmp,
-own PID namespace, unprivileged uid, rlimits; the plain process backend only with
-``allow_unisolated=True``), driven over a framed RPC (create, call, snapshot, check) whose every call has a
+own PID namespace, unprivileged uid, rlimits; the plain process backend only on the opt-in every suite
+shares: ``sandbox="process"``, ``LOPD_SANDBOX=process`` or ``allow_unisolated=True``), driven over a framed RPC (create, call, snapshot, check) whose every call has a
 host-enforced deadline (the worker is killed on expiry) and whose replies have a size and depth budget.
 Each check runs in its own forked child of the worker, with its own deadline, so a check can neither hang
 nor alter the others; the reward is computed on the host from verdicts that must be exactly ``true``.

@@ -10,7 +10,7 @@ from typing import Any
 from lopd_envs.core import AgentEnv
 from lopd_envs.options import check_choice
 from lopd_envs.provenance import Provenance
-from lopd_envs.sandbox import BACKENDS, Sandbox
+from lopd_envs.sandbox import Sandbox
 from lopd_envs.suites.envscaler import data
 from lopd_envs.suites.envscaler.episode import EnvScalerEpisode
 from lopd_envs.suites.envscaler.isolation import CALL_TIMEOUT, CHECK_TIMEOUT, EnvWorker, resolve_sandbox
@@ -49,7 +49,10 @@ class EnvScalerEnv(AgentEnv):
     :mod:`lopd_envs.suites.envscaler.data`). ``envs``: environment ids (``env_1`` …) to keep. ``user``: the
     simulated user (a :class:`~lopd_envs.suites.acebench.users.UserSimulator`, or a list of lines for a
     scripted one); default: state the task, then stop. ``sandbox``: the backend for the environment workers
-    (default bubblewrap); ``allow_unisolated=True`` permits the plain process backend. ``call_timeout`` /
+    (a name, an instance, or None: ``LOPD_SANDBOX``, else bubblewrap), resolved as every suite's is
+    (:func:`lopd_envs.sandbox.resolve_sandbox`): ``sandbox="process"``, ``LOPD_SANDBOX=process`` or
+    ``allow_unisolated=True`` runs the environment code unisolated in a plain process; Docker cannot host
+    the long-lived worker. ``call_timeout`` /
     ``check_timeout``: seconds per tool call / per check, enforced from the host. ``max_turns`` overrides
     the per-mode step limits. ``prestart``: keep one spare worker booting for the next reset.
     """
@@ -64,13 +67,12 @@ class EnvScalerEnv(AgentEnv):
                  max_turns: int | None = None, prestart: bool = True, **kwargs: Any):
         check_choice("split", split, data.SPLITS)
         check_choice("source", source, data.SOURCES)
-        if isinstance(sandbox, str):
-            check_choice("sandbox", sandbox, ("auto", *BACKENDS))
         self.split, self.source, self.env_filter = split, source, envs
         self.user = list(user) if isinstance(user, (list, tuple)) else user
-        self.allow_unisolated = allow_unisolated
         self.call_timeout, self.check_timeout = call_timeout, check_timeout
         self.sandbox = resolve_sandbox(sandbox, allow_unisolated)
+        # the resolver is the opt-in gate: a plain process it handed out was asked for (by name or flag)
+        self.allow_unisolated = allow_unisolated or not self.sandbox.isolating
         self._max_turns_option = max_turns
         self.prestart, self._spare = prestart, None
         super().__init__(category=category, max_turns=max_turns, **kwargs)

@@ -2,7 +2,8 @@
 
 EnvScaler's environment classes and check functions are LLM-written Python. They run only inside
 :mod:`.worker_program`, in a :class:`~lopd_envs.sandbox.session.SandboxSession` (bubblewrap; the plain
-process backend only with ``allow_unisolated=True``). This module turns the RPC into typed outcomes and
+process backend only on the explicit opt-in every suite shares: ``sandbox="process"``, ``LOPD_SANDBOX=process``
+or ``allow_unisolated=True``). This module turns the RPC into typed outcomes and
 never raises for anything the worker does: a deadline, a crash, or a malformed reply become an outcome
 with ``status="dead"`` and the worker is gone (killed and reaped). Replies are validated field by field;
 a verdict counts as passed only when the reply says exactly ``true``.
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lopd_envs.sandbox import GiB, Limits, MiB, Sandbox, SandboxUnavailable, get_sandbox
+from lopd_envs.sandbox import SESSION_BACKENDS, GiB, Limits, MiB, Sandbox
+from lopd_envs.sandbox import resolve_sandbox as resolve
 from lopd_envs.sandbox.session import CHANNEL, SandboxSession, SessionError
 
 CALL_TIMEOUT = 5.0  # seconds per tool call, enforced from the host
@@ -51,22 +53,15 @@ class Verdict:
     error: str | None = None
 
 
+#: What the worker runs, for the sandbox's error messages.
+PURPOSE = "EnvScaler's generated environment code"
+
+
 def resolve_sandbox(sandbox: str | Sandbox | None, allow_unisolated: bool) -> Sandbox:
-    """The backend for workers: the best isolating one that can host a session; the plain process only
-    on request."""
-    if sandbox not in (None, "auto"):
-        chosen = sandbox if isinstance(sandbox, Sandbox) else get_sandbox(sandbox)
-        if not chosen.isolating and not allow_unisolated:
-            raise SandboxUnavailable(f"the {chosen.name} backend does not isolate EnvScaler's untrusted environment "
-                                     "code; pass allow_unisolated=True to use it anyway")
-        return chosen
-    try:
-        return get_sandbox("bubblewrap")
-    except SandboxUnavailable as exc:
-        if allow_unisolated:
-            return get_sandbox("process")
-        raise SandboxUnavailable(f"EnvScaler needs bubblewrap to isolate its environment code ({exc}); "
-                                     "pass allow_unisolated=True to run it in a plain process") from None
+    """The backend for workers, by the rules every suite shares (:func:`lopd_envs.sandbox.resolve_sandbox`:
+    ``sandbox="process"`` or ``LOPD_SANDBOX=process`` is the opt-in to running unisolated, "auto" takes the best
+    isolating backend), among those that can host a long-lived worker (bubblewrap, process)."""
+    return resolve(sandbox, allow_unisolated, usable=SESSION_BACKENDS, purpose=PURPOSE)
 
 
 class EnvWorker:

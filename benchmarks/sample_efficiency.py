@@ -67,7 +67,7 @@ LOPD: dict[str, Any] = {"bank_samples": 4, "cold_start_steps": 200, "cold_start_
 BANKED: dict[str, Any] = {"bank_samples": 4}
 
 TINY: dict[str, Any] = {
-    "env": "lopd_train.testing:lopd-test/Coin-v0", "category": "all", "model": "tiny-random",
+    "env": "tests.coin_env:lopd-test/Coin-v0", "category": "all", "model": "tiny-random",
     "tasks_per_step": 2, "group_size": 2, "max_new_tokens": 8, "experience_tokens": 96, "lora_r": 4,
     "lora_alpha": 8, "composer_lora_r": 4, "composer_lora_alpha": 8, "num_latents": 4, "qformer_dim": 32,
     "qformer_layers": 1, "top_m": 4, "lr": 1e-3, "composer_lr": 1e-3, "cold_start_lr": 1e-3, "skill_tokens": 8,
@@ -694,7 +694,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.budget < 1 or args.eval_every < 1 or args.jobs < 1:
         raise SystemExit("--budget, --eval-every and --jobs must be positive")
     if args.tiny:
-        import lopd_train.testing  # noqa: F401  (registers the toy env)
+        import tests.coin_env  # noqa: F401  (registers the toy env)
     from lopd_train.algorithms import ALGORITHMS
 
     out = args.out.resolve()

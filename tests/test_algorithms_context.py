@@ -25,7 +25,7 @@ from lopd_train.latent.context import trace_text
 def coin_rollouts():
     """Six coin-flip rollouts of two tasks (``heads_0`` x3, ``tails_1`` x3) by the tiny random student, and
     the env they came from; sampled once per process (tests copy them)."""
-    import lopd_train.testing  # noqa: F401
+    import tests.coin_env  # noqa: F401
     from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 
     torch.manual_seed(0)

@@ -28,7 +28,7 @@ def test_every_baseline_trains_through_the_same_loop_and_resumes(tmp_path, algo)
     """Two steps (one, then a resumed second for :data:`RESUMED`): rollouts, update, metrics, checkpoints."""
     import torch
 
-    import lopd_train.testing  # noqa: F401
+    import tests.coin_env  # noqa: F401
     from lopd_train.experience.bank import ExperienceBank
 
     cfg = {**COIN, **FLAGS.get(algo, {})}

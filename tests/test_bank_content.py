@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_envs.trace import Trace
 from lopd_train.experience.bank import BankFileError, ExperienceBank, read_bank_file
 from lopd_train.rollout.replay import SEQUENCE_KEY

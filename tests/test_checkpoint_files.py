@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import statefile
 from lopd_train.errors import CheckpointError, NoSpaceError
 from lopd_train.experience import plain

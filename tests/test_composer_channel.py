@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.lopd import cold_start_pairs, pairing_stats

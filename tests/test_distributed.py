@@ -25,7 +25,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--env", "lopd_train.testing:lopd-test/Coin-v0", "--category", "all", "--model", "tiny-random",
+TINY = ["--env", "tests.coin_env:lopd-test/Coin-v0", "--category", "all", "--model", "tiny-random",
         "--tasks-per-step", "2", "--group-size", "2", "--max-new-tokens", "10", "--num-latents", "4",
         "--qformer-dim", "32", "--qformer-layers", "1", "--lora-r", "4", "--composer-lora-r", "4",
         "--experience-tokens", "48", "--cold-start-steps", "2", "--cold-start-batch-size", "4",

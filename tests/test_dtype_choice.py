@@ -62,7 +62,7 @@ def test_the_trainer_checks_the_load_before_its_first_step(tmp_path, monkeypatch
     monkeypatch.setattr(models, "busy_cores", lambda: 64.0)
     monkeypatch.setattr(models, "warn_oversubscribed", lambda *a: seen.append(a))
     monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    import lopd_train.testing  # noqa: F401  (registers the coin-flip env)
+    import tests.coin_env  # noqa: F401  (registers the coin-flip env)
 
     Trainer(TrainConfig(model="tiny-random", env="lopd-test/Coin-v0", category="all", output_dir=str(tmp_path / "run")))
     assert seen and seen[0][:2] == (2, 64.0)

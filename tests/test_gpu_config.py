@@ -95,7 +95,7 @@ def test_every_algorithm_trains_on_cuda_with_a_cold_start_and_pig(tmp_path, algo
     """Every algorithm, two steps on the GPU in bf16 on the coin env (whose random policy succeeds, so LOPD's
     bank, cold start, probe NLL and PIG metric all have something to run on), then a resume from the
     checkpoint: nothing of the update may assume a CPU tensor."""
-    import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+    import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 
     base = dict(model="tiny-random", env="lopd-test/Coin-v0", category="all", algo=algo, device="cuda",
                 dtype="bfloat16", steps=2, tasks_per_step=2, group_size=2, max_new_tokens=8, num_latents=4,

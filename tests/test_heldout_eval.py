@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train.config import TrainConfig
 from lopd_train.training.heldout import disjoint_task_pools, milestones_due, read_points, summarise
 from lopd_train.training.trainer import Trainer, train

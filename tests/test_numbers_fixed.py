@@ -46,7 +46,7 @@ def logged(algo: str, out: Path) -> list[dict]:
     """The rows ``metrics.jsonl`` holds after a tiny run of ``algo``, without the volatile figures."""
     import torch
 
-    import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+    import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
     from lopd_train.config import TrainConfig
     from lopd_train.training.trainer import train
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import cli, config, models
 from lopd_train.config import TrainConfig
 from lopd_train.errors import RunLockedError, RunMismatchError, RunSettingError

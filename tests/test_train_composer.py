@@ -121,7 +121,7 @@ def lopd_setup(tmp_path, **kw):
     """A tiny LOPD: random Llama with student, composer and anchor adapters, six coin-flip rollouts of two
     tasks (sampler top-M recorded), a bank holding them and three experiences of other tasks (so every
     group retrieves some), and the algorithm object. ``kw`` override ``TrainConfig`` fields."""
-    import lopd_train.testing  # noqa: F401
+    import tests.coin_env  # noqa: F401
     from lopd_envs.trace import Trace
     from lopd_train.algorithms import LOPD
     from lopd_train.config import TrainConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 from lopd_train.scoring import student_logits

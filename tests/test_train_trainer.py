@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import statefile
 from lopd_train.config import TrainConfig
 from lopd_train.experience.bank import ExperienceBank
@@ -156,7 +156,7 @@ def test_a_run_without_resume_refuses_to_overwrite_checkpoints(tmp_path):
 
 def test_kill_9_then_resume_loses_no_experience(tmp_path):
     out = tmp_path / "run"
-    args = [sys.executable, "-m", "lopd_train.cli", "--env", "lopd_train.testing:lopd-test/Coin-v0",
+    args = [sys.executable, "-m", "lopd_train.cli", "--env", "tests.coin_env:lopd-test/Coin-v0",
             "--category", "all", "--model", "tiny-random", "--steps", "8", "--tasks-per-step", "2",
             "--group-size", "2", "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32",
             "--lora-r", "4", "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "2",
@@ -209,7 +209,7 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
     from lopd_train import cli
 
     out = tmp_path / "run"
-    assert cli.train_main(["--env", "lopd_train.testing:lopd-test/Coin-v0", "--category", "all", "--model",
+    assert cli.train_main(["--env", "tests.coin_env:lopd-test/Coin-v0", "--category", "all", "--model",
                            "tiny-random", "--steps", "3", "--tasks-per-step", "2", "--group-size", "2",
                            "--max-new-tokens", "12", "--num-latents", "4", "--qformer-dim", "32", "--lora-r", "4",
                            "--composer-lora-r", "4", "--experience-tokens", "64", "--cold-start-steps", "4",

@@ -8,13 +8,13 @@ import os
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.integrations.trl import LopdRollout, lopd_dataset, lopd_env_reward, lopd_grpo_inputs, task_of
 from lopd_train.rollout.engine import SamplingConfig
 from tests.test_vllm_backend import FakeLLM, fake_vllm  # noqa: F401  (the vLLM stand-in and its fixture)
 
-COIN = "lopd_train.testing:lopd-test/Coin-v0"
+COIN = "tests.coin_env:lopd-test/Coin-v0"
 
 
 def trl_or_skip():

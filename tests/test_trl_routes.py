@@ -33,7 +33,7 @@ from lopd_train.integrations.trl_env import (
     tool_chat_template,
 )
 from lopd_train.integrations.trl_reward import lopd_prompts, lopd_reward
-from lopd_train.testing import TOOLS, CoinEnv
+from tests.coin_env import TOOLS, CoinEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 BFCL = "lopd/BFCLv3-v0"
@@ -369,7 +369,7 @@ def test_trl_plays_a_multi_step_episode_through_both_tools_and_the_final_message
 
     torch.manual_seed(0)
     model, tok = models.load_backbone("tiny-random", torch.device("cpu"), "float32")
-    inputs = lopd_environment_inputs("lopd_train.testing:lopd-test/Coin-v0", tasks=["heads_0"], category="all")
+    inputs = lopd_environment_inputs("tests.coin_env:lopd-test/Coin-v0", tasks=["heads_0"], category="all")
     recorder = inputs["reward_funcs"][0] = Recorder(inputs["reward_funcs"][0])
     trainer = scripted_trainer(script)(model=model, processing_class=tool_chat_template(tok),
                                        args=grpo_args(tmp_path, steps=1, max_completion_length=512), **inputs)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import models
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 from lopd_train.rollout.vllm import VLLMRollout, completion_record, latent_prompt, logprob_mode

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from lopd_envs.tools import render_tool_prompt
+from lopd_envs.wire import function_of
 
 
 def clean_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -39,5 +40,5 @@ def with_tool_prompt(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 def tools_already_listed(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
     """Whether the env's own prompt already lists every tool (BFCL's and ACEBench's prompts do)."""
     text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") in ("system", "user"))
-    names = [t.get("function", t).get("name", "") for t in tools]
+    names = [function_of(t).get("name", "") for t in tools]
     return bool(names) and all(n and n in text for n in names)

@@ -19,9 +19,9 @@ The agent may answer with a string (the model's raw text, parsed by the env), wi
 action ``{"role": "assistant", "content", "tool_calls": [{"name", "arguments": {...}}]}``, or with the
 OpenAI wire format (``tool_calls: [{"id", "type": "function", "function": {"name", "arguments": "<json>"}}]``),
 which is converted; tool results then carry the ``tool_call_id`` of the call they answer, so the transcript
-can go straight back to an OpenAI-compatible server. An agent that raises ends its episode unscored
-(``reward`` None, ``error`` set): the loop never invents a score, and one failing episode never stops the
-others.
+can go straight back to an OpenAI-compatible server (the wire format's rules live in :mod:`lopd_envs.wire`).
+An agent that raises ends its episode unscored (``reward`` None, ``error`` set): the loop never invents a
+score, and one failing episode never stops the others.
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Union
+
+from lopd_envs.wire import link_tool_results, read_message
+from lopd_envs.wire import openai_tools as openai_tools  # the tools= list for the agent's server, offered here too
 
 Message = dict[str, Any]
 AgentReply = Union[str, Message]
@@ -58,64 +60,20 @@ class EpisodeResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def openai_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The env's tool schemas (``info["tools"]``) in the ``tools=`` shape of the chat-completions API."""
-    out = []
-    for t in tools:
-        if t.get("type") == "function" and "function" in t:
-            out.append(copy.deepcopy(t))
-            continue
-        params = copy.deepcopy(t.get("parameters") or {"type": "object", "properties": {}})
-        if params.get("type") == "dict":  # BFCL/ACEBench write "dict" where JSON Schema says "object"
-            params["type"] = "object"
-        out.append({"type": "function", "function": {"name": t.get("name", ""),
-                                                     "description": t.get("description", ""),
-                                                     "parameters": params}})
-    return out
-
-
 def to_action(reply: AgentReply) -> tuple[Any, Message, list[str | None]]:
     """``(action for env.step, assistant message for the transcript, the tool-call ids in order)``.
 
-    Wire-format calls become the env's ``{"name", "arguments"}``; arguments that are not a JSON object are
-    passed on as they are, so the env answers them with its error observation (as the benchmark would)."""
+    The reply is read by :func:`lopd_envs.wire.read_message`: wire-format calls become the env's ``{"name",
+    "arguments"}``; what it cannot read (arguments that are not a JSON object, a malformed call) is passed
+    on as it is, so the env answers it with its error observation (as the benchmark would)."""
     if isinstance(reply, str):
         return reply, {"role": "assistant", "content": reply}, []
     if not isinstance(reply, dict):  # the env turns anything else into an error observation
         return reply, {"role": "assistant", "content": str(reply)}, []
     message = copy.deepcopy(reply)
     message.setdefault("role", "assistant")
-    calls, ids = [], []
-    for call in message.get("tool_calls") or []:
-        if isinstance(call, dict) and isinstance(call.get("function"), dict):
-            fn = call["function"]
-            args = fn.get("arguments")
-            if isinstance(args, str):
-                try:
-                    args = json.loads(args) if args.strip() else {}
-                except json.JSONDecodeError:
-                    pass  # left as text: the env reports the malformed arguments
-            calls.append({"name": fn.get("name"), "arguments": args})
-            ids.append(call.get("id"))
-        else:
-            calls.append(call)
-            ids.append(call.get("id") if isinstance(call, dict) else None)
-    action = {k: v for k, v in message.items() if k in ("role", "content")}
-    action.setdefault("content", None)
-    if calls:
-        action["tool_calls"] = calls
-    return action, message, ids
-
-
-def _link_tool_results(observation: list[Message], ids: list[str | None]) -> list[Message]:
-    """Give each tool result the id of the call it answers, when the env answered every call in order."""
-    out = [dict(m) for m in observation]
-    results = [m for m in out if m.get("role") == "tool"]
-    if ids and len(results) == len(ids):
-        for m, i in zip(results, ids):
-            if i is not None:
-                m.setdefault("tool_call_id", i)
-    return out
+    read = read_message(message)
+    return read.action, message, read.ids
 
 
 def _wants_tools(agent: Agent) -> bool:
@@ -150,7 +108,7 @@ class _Episode:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.turns += 1
         self.info = info
-        self.messages += _link_tool_results(obs, ids)
+        self.messages += link_tool_results(obs, ids)
         if terminated or truncated:
             self.done, self.terminated, self.truncated, self.reward = True, terminated, truncated, float(reward)
 

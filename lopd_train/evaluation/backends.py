@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from lopd_envs.chat import tools_already_listed, with_tool_prompt
+from lopd_envs.wire import openai_messages, openai_tools
 from lopd_train.evaluation import openai_reply
 from lopd_train.evaluation.openai_reply import BadReply
 
@@ -202,40 +203,6 @@ def _lora_rank(adapter: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------------- openai
-
-
-def openai_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The env's function descriptions as chat-completions ``tools`` (JSON Schema types)."""
-    from lopd_envs.tools import openai_tool
-
-    return [t if t.get("type") == "function" and "function" in t else openai_tool(t) for t in tools]
-
-
-def openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Our chat messages in the wire format: assistant tool calls with ids and JSON-string arguments, each
-    following tool result answering the next id in order (servers that check ``tool_call_id`` need it)."""
-    out, pending = [], []
-    for m in messages:
-        m = dict(m)
-        if m.get("role") == "assistant" and m.get("tool_calls"):
-            calls = []
-            for k, c in enumerate(m["tool_calls"]):
-                cid = c.get("id") or f"call_{len(out)}_{k}"
-                args = c.get("arguments")
-                calls.append({"id": cid, "type": "function", "function": {
-                    "name": c["name"], "arguments": args if isinstance(args, str) else json.dumps(args or {})}})
-            m = {"role": "assistant", "content": m.get("content") or "", "tool_calls": calls}
-            pending = [c["id"] for c in calls]
-        elif m.get("role") == "tool":
-            m = {"role": "tool", "content": m.get("content") if isinstance(m.get("content"), str)
-                 else json.dumps(m.get("content")), "name": m.get("name", "")}
-            if pending:
-                m["tool_call_id"] = pending.pop(0)
-        else:
-            m = {"role": m.get("role", "user"), "content": m.get("content") if isinstance(m.get("content"), str)
-                 else json.dumps(m.get("content"))}
-        out.append(m)
-    return out
 
 
 class OpenAIBackend:

@@ -4,8 +4,9 @@
 ``lopd-eval`` talks to servers it does not control. Their 200 answers are parsed here, field by field,
 instead of trusting the SDK's lenient models: a body that is not JSON, nests deeper than any real
 response, lacks ``choices[0].message`` or gives a field the wrong type is a per-record error, never a
-crash. ``content`` sent as content parts (a list of ``{"type": "text", "text": ...}``, which the OpenAI
-format allows) is the concatenation of its text parts, as the format defines it.
+crash. The message itself is read by the one reader of the wire format, :func:`lopd_envs.wire.read_message`
+(``content`` sent as content parts is the concatenation of its text parts, as the format defines it); what
+it finds malformed is a :class:`BadReply` here.
 """
 
 from __future__ import annotations
@@ -13,28 +14,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lopd_envs.wire import MAX_DEPTH, depth, read_message
+
 #: Replies (HTTP bodies) larger than this are refused: no real answer to one turn is near it, and a record
 #: must not swallow whatever a server sends. Stated in ``lopd-eval --help`` (``--request-timeout``).
 MAX_REPLY_BYTES = 4 << 20
-#: JSON nested deeper than this is refused (chat-completions responses nest about 6 levels).
-MAX_DEPTH = 64
 
 
 class BadReply(ValueError):
     """A response the evaluation cannot use; the message says what was wrong with it."""
-
-
-def depth(value: Any) -> int:
-    """Nesting depth of decoded JSON, without recursion."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, d = stack.pop()
-        deepest = max(deepest, d)
-        if isinstance(item, dict):
-            stack.extend((v, d + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, d + 1) for v in item)
-    return deepest
 
 
 async def read_body(raw: Any) -> bytes:
@@ -71,55 +59,6 @@ def _snippet(value: Any) -> str:
     return json.dumps(value, default=str)[:200]
 
 
-def content_text(content: Any) -> str:
-    """``message.content`` as text: a string as it is, ``None`` as empty, content parts joined."""
-    if content is None or isinstance(content, str):
-        return content or ""
-    if not isinstance(content, list):
-        raise BadReply(f"message.content is a {type(content).__name__}, not a string or content parts: "
-                       f"{_snippet(content)}")
-    texts = []
-    for part in content:
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise BadReply(f"message.content holds a part that is not a typed object: {_snippet(part)}")
-        if part["type"] == "text":
-            if not isinstance(part.get("text"), str):
-                raise BadReply(f"message.content has a text part without a string 'text': {_snippet(part)}")
-            texts.append(part["text"])
-    return "".join(texts)  # other part types (refusal, audio, ...) carry no answer text
-
-
-def _arguments(raw: Any) -> Any:
-    """Arguments decoded when they are a JSON string (undecodable ones stay text: the env answers them)."""
-    if not isinstance(raw, str):
-        return raw
-    try:
-        args = json.loads(raw) if raw.strip() else {}
-    except (ValueError, RecursionError):
-        return raw
-    return args if depth(args) <= MAX_DEPTH else raw
-
-
-def tool_calls(calls: Any) -> list[dict[str, Any]] | None:
-    """``message.tool_calls`` as ``[{"name", "arguments", "id"}]``; ``None`` when there are none."""
-    if not calls:
-        return None
-    if not isinstance(calls, list):
-        raise BadReply(f"message.tool_calls is not a list: {_snippet(calls)}")
-    out = []
-    for c in calls:
-        fn = c.get("function") if isinstance(c, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name", ""), str):
-            raise BadReply(f"a tool call without a function name: {_snippet(c)}")
-        args = fn.get("arguments")
-        if args is not None and not isinstance(args, (str, dict)):
-            raise BadReply(f"tool call arguments are neither a JSON string nor an object: {_snippet(c)}")
-        cid = c.get("id")
-        out.append({"name": fn.get("name", ""), "arguments": _arguments(args),
-                    "id": cid if isinstance(cid, str) else None})
-    return out
-
-
 def completion_tokens(usage: Any) -> int:
     """The server's count of generated tokens; 0 when it gives none or nonsense (it is only reported)."""
     n = usage.get("completion_tokens") if isinstance(usage, dict) else None
@@ -140,7 +79,10 @@ def parse(data: Any) -> tuple[str, list[dict[str, Any]] | None, int]:
     msg = choices[0].get("message")
     if not isinstance(msg, dict):
         raise BadReply(f"choices[0].message is not an object: {_snippet(choices[0])}")
-    return content_text(msg.get("content")), tool_calls(msg.get("tool_calls")), completion_tokens(data.get("usage"))
+    reply = read_message(msg)
+    if reply.error:
+        raise BadReply(reply.error)
+    return reply.content, reply.with_ids() or None, completion_tokens(data.get("usage"))
 
 
 def transport_errors() -> tuple[type[BaseException], ...]:

@@ -58,6 +58,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lopd_envs.chat import tools_already_listed
+from lopd_envs.wire import function_of
 from lopd_train.integrations.trl_reward import TASK_COLUMN, make_env, plain, task_openings
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def opening(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list
 
 
 def describe(tools: list[dict[str, Any]]) -> str:
-    return "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+    return "\n".join(json.dumps(function_of(t), ensure_ascii=False) for t in tools)
 
 
 def lopd_environment_dataset(env_id: str, tasks: Sequence[str] | None = None, **env_kwargs: Any):
@@ -137,7 +138,7 @@ def as_action(message: dict[str, Any]) -> Any:
     content = message.get("content")
     texts, calls = [content if isinstance(content, str) else ""], []
     for call in message.get("tool_calls") or []:
-        fn = call.get("function", call) if isinstance(call, dict) else call
+        fn = function_of(call) if isinstance(call, dict) else call  # a wire call's function, or ours
         args = fn.get("arguments") if isinstance(fn, dict) else None
         if isinstance(fn, dict) and fn.get("name") == GATEWAY and isinstance(args, dict):
             calls.append({"name": args.get("name"), "arguments": args.get("arguments")})

@@ -46,13 +46,14 @@ from datasets import Dataset
 
 import lopd_envs
 from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
+from lopd_envs.wire import answered_calls, function_of, read_message
 
 TOOL_MODES = ("native", "text")
 
 
 def _tool_def(schema: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI function schema as verifiers' provider-agnostic tool definition."""
-    fn = schema.get("function", schema)
+    fn = function_of(schema)
     return {"name": fn["name"], "description": fn.get("description") or "",
             "parameters": fn.get("parameters") or {"type": "object", "properties": {}}}
 
@@ -81,30 +82,27 @@ def task_rows(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str] | No
 
 
 def _action(message: Any) -> Any:
-    """The model's reply as the lopd env's action: its native tool calls as the structured action (arguments
-    decoded when they are JSON), else its text."""
+    """The model's reply as the lopd env's action: its native tool calls as the structured action (read as
+    the wire format is, :func:`lopd_envs.wire.read_message`: arguments decoded when they are JSON), else its
+    text."""
     content = message.content if isinstance(message.content, str) else json.dumps(message.content or "")
     calls = getattr(message, "tool_calls", None) or []
     if not calls:
         return content or ""
-    structured = []
-    for call in calls:
-        try:
-            arguments: Any = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError:
-            arguments = call.arguments  # the env answers undecodable arguments with an error observation
-        structured.append({"name": call.name, "arguments": arguments})
-    return {"role": "assistant", "content": content or "", "tool_calls": structured}
+    return read_message({"role": "assistant", "content": content, "tool_calls": [
+        {"id": getattr(c, "id", None), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in calls]}).action
 
 
 def _answer(observation: list[dict[str, Any]], call_ids: list[str]) -> list[dict[str, Any]]:
-    """The env's new messages in the wire format: a tool result answers the next pending call id; without
-    one (text mode, or more results than calls) it becomes a user message naming the tool."""
-    out, pending = [], list(call_ids)
-    for m in observation:
+    """The env's new messages in the wire format: a tool result answers the next call id
+    (:func:`lopd_envs.wire.answered_calls`); without one (text mode, or more results than calls) it becomes
+    a user message naming the tool."""
+    out = []
+    for m, k in zip(observation, answered_calls(observation, len(call_ids))):
         content = m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))
-        if m.get("role") == "tool" and pending:
-            out.append({"role": "tool", "tool_call_id": pending.pop(0), "content": content})
+        if k is not None:
+            out.append({"role": "tool", "tool_call_id": call_ids[k], "content": content})
         elif m.get("role") == "tool":
             out.append({"role": "user", "content": f"[{m.get('name') or 'tool'} result] {content}"})
         else:

@@ -118,7 +118,8 @@ def main(argv=None) -> int:
     for kv in args.set:
         k, v = kv.split("=", 1)
         field = {f.name: f for f in dataclasses.fields(TrainConfig)}[k]
-        values[k] = type(field.default)(v) if field.default is not None else v
+        # a list or table setting (no plain default) stays text: the config reads "a,b" and JSON itself
+        values[k] = v if field.default in (None, dataclasses.MISSING) else type(field.default)(v)
     source = None
     if args.bank_from:
         source = json.loads((Path(args.bank_from) / "results.json").read_text())

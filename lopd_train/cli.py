@@ -189,7 +189,7 @@ def eval_parser() -> argparse.ArgumentParser:
     """``lopd-eval``'s parser: every ``EvalConfig`` field as a flag, grouped by section in ``--help``."""
     p = config.build_parser(config.EVAL_SECTIONS, "lopd-eval", "Score a model (a checkpoint, a lopd-train run, or "
                             "a served model) on lopd envs with each benchmark's own leaderboard aggregation.",
-                            EVAL_EPILOG, dict_settings=config.EVAL_JSON)
+                            EVAL_EPILOG)
     p.add_argument("--out", help=argparse.SUPPRESS)  # the earlier single-JSON output, still written when given
     from lopd_train.evaluation.external import add_arguments
 
@@ -311,9 +311,9 @@ def bank_build_main(argv: Sequence[str] | None = None) -> int:
     if out.exists():
         p.error(f"{out} exists: a bank is built once; choose another --out or remove it")
     envs = make_envs(cfg.env, cfg.tasks_per_step * cfg.group_size, **run_env_kwargs(cfg))  # as lopd-train's
-    tasks = cfg.tasks.split(",") if cfg.tasks else task_ids(envs[0])
+    tasks = cfg.tasks or task_ids(envs[0])
     if cfg.eval_tasks:
-        tasks = disjoint_task_pools(tasks, cfg.eval_tasks.split(","), explicit_train=bool(cfg.tasks))
+        tasks = disjoint_task_pools(tasks, cfg.eval_tasks, explicit_train=bool(cfg.tasks))
     model, tokenizer = models.load_backbone(cfg.model, models.default_device(), cfg.dtype)
     out.parent.mkdir(parents=True, exist_ok=True)
     # built under a temporary name and renamed when complete: a build that dies (hours of sampling on a CPU)

@@ -31,13 +31,11 @@ import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from lopd_envs.options import check_choice
-from lopd_train import tracking
-
-if TYPE_CHECKING:
-    from lopd_train.sampling import SamplingConfig
+from lopd_train import textforms, tracking
+from lopd_train.sampling import Sampling
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # lopd_train.models.DEFAULT_MODEL (not imported: it pulls in torch)
 ALGORITHM_NAMES = ("lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla")  # lopd_train.algorithms.ALGORITHMS
@@ -50,9 +48,18 @@ def knob(default: Any, help: str, **kw: Any):
 
 
 def listed(default: Any, help: str):
-    """A list setting stored as the comma-joined string the trainer reads: several values on the command line,
-    a list or a comma-separated string in a file (:func:`normalise` joins them)."""
+    """A list setting, held as a list: several values on the command line, a list or a comma-separated string in
+    a file (:func:`normalise` reads the string once). A string default (``"all-linear"``) is a keyword that
+    stands alone instead of a list."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help + LIST_HELP, "nargs": "+"})
     return knob(default, help + LIST_HELP, nargs="+")
+
+
+def table(help: str):
+    """A table setting (``gym.make`` arguments ...), held as a dict: JSON text on the command line or in an
+    older file, a table in a TOML file."""
+    return field(default_factory=dict, metadata={"help": help})
 
 
 @dataclass
@@ -62,11 +69,11 @@ class EnvSection:
     _argument_group_name = 'env'
 
     env: str = knob("lopd/BFCLv3-v0", "gymnasium id of the lopd env to train on")
-    category: str = listed("simple", "benchmark category (or 'all')")
+    category: list[str] = listed(["simple"], "benchmark category (or 'all')")
     data_dir: str | None = knob(None, "benchmark data folder (default: $LOPD_DATA_DIR, then the cache)")
-    env_kwargs: str = knob("{}", "extra gym.make keyword arguments, as a JSON object")
+    env_kwargs: dict[str, Any] = table("extra gym.make keyword arguments, as a JSON object")
     max_turns: int | None = knob(None, "turn limit per episode (default: the benchmark's own)")
-    tasks: str | None = listed(None, "task ids to train on (default: every task of the categories)")
+    tasks: list[str] | None = listed(None, "task ids to train on (default: every task of the categories)")
 
 
 @dataclass
@@ -84,7 +91,7 @@ class ModelSection:
     lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
     composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
     composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
-    lora_targets: str = listed("all-linear", "LoRA target modules ('all-linear' or module names)")
+    lora_targets: list[str] | str = listed("all-linear", "LoRA target modules ('all-linear' or module names)")
     gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
                                     "rollout of the group (exact; off with gradient checkpointing)")
@@ -292,9 +299,9 @@ class HeldoutSection:
 
     eval_every_rollouts: int = knob(0, "evaluate the student on the held-out tasks at rollouts 0, N, 2N, ... "
                                        "(heldout.jsonl); 0: never")
-    eval_tasks: str | None = listed(None, "held-out task ids (default: every task of the eval env); "
+    eval_tasks: list[str] | None = listed(None, "held-out task ids (default: every task of the eval env); "
                                         "removed from the default training pool, an error in an explicit --tasks")
-    eval_env_kwargs: str = knob("{}", "gym.make keyword arguments of the held-out env over the training env's, as a "
+    eval_env_kwargs: dict[str, Any] = table("gym.make keyword arguments of the held-out env over the training env's, as a "
                                       "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
     eval_training_tasks: bool = knob(False, "also evaluate the student greedily on its training tasks at the same "
                                             "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
@@ -328,7 +335,7 @@ class LoggingSection:
     export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")
-    report_to: str = listed("tensorboard", "accelerate's trackers of every metric and of the rollout tables, several "
+    report_to: list[str] = listed(["tensorboard"], "accelerate's trackers of every metric and of the rollout tables, several "
                                            f"at once: {', '.join(tracking.REPORT_TO)} (all: every one installed; "
                                            "lopd_train/tracking.py)")
     push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
@@ -357,8 +364,32 @@ class DistributedSection:
 
 TRAIN_SECTIONS = (EnvSection, ModelSection, AlgorithmSection, SamplingSection, LopdSection, BaselinesSection,
                   GrpoSection, HeldoutSection, LoggingSection, DistributedSection)
-#: training settings holding a JSON object as text (a TOML table is written as one)
-JSON_TEXT = ("env_kwargs", "eval_env_kwargs")
+
+
+class SectionView:
+    """One section's settings read (and set) through a config's flat fields: ``cfg.lopd.margin`` is
+    ``cfg.margin``. Flags, file keys and saved run configs stay flat and unchanged; an algorithm reads its own
+    section through its view, and a name from another section is an ``AttributeError``, not a silent read."""
+
+    __slots__ = ("_cfg", "_names", "_section")
+
+    def __init__(self, cfg: Any, section: type) -> None:
+        object.__setattr__(self, "_cfg", cfg)
+        object.__setattr__(self, "_section", section)
+        object.__setattr__(self, "_names", frozenset(f.name for f in dataclasses.fields(section)))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._names:
+            return getattr(self._cfg, name)
+        raise AttributeError(f"{self._section.__name__} has no setting {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self._names:
+            raise AttributeError(f"{self._section.__name__} has no setting {name!r}")
+        setattr(self._cfg, name, value)
+
+    def __repr__(self) -> str:
+        return f"{self._section.__name__}({', '.join(f'{n}={getattr(self._cfg, n)!r}' for n in sorted(self._names))})"
 
 
 @dataclass
@@ -367,19 +398,30 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
     """Every setting of a training run: the union of the sections above (where each field, its default and help
     text live), checked when it is built."""
 
-    def sampling(self, records_top_m: bool = False) -> SamplingConfig:
-        from lopd_train.sampling import SamplingConfig
+    # each algorithm's own settings, live views of the flat fields (typed as their section for readers and
+    # checkers; see SectionView)
+    @property
+    def lopd(self) -> LopdSection:
+        return typing.cast(LopdSection, SectionView(self, LopdSection))
 
-        return SamplingConfig(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                              top_k=self.top_k, top_p=self.top_p,
-                              max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
-                              tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
+    @property
+    def grpo(self) -> GrpoSection:
+        return typing.cast(GrpoSection, SectionView(self, GrpoSection))
+
+    @property
+    def baselines(self) -> BaselinesSection:
+        return typing.cast(BaselinesSection, SectionView(self, BaselinesSection))
+
+    def sampling(self, records_top_m: bool = False) -> Sampling:
+        return Sampling(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
+                        top_p=self.top_p, max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
+                        tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def __post_init__(self) -> None:
-        normalise(self, json_text=JSON_TEXT)
+        normalise(self)
         check_values(self)  # choices and types, from flags, a file or Python alike
         tracking.parse_report_to(self.report_to)
         if self.push_to_hub and not self.export:
@@ -427,7 +469,7 @@ class EvalEnvSection:
 
     env: list[str] = knob(None, "env ids (lopd/BFCLv3-v0 ...): --env A B, or --env A --env B, or a TOML list",
                           action="extend")
-    category: str = listed("all", "benchmark category (or 'all')")
+    category: list[str] = listed(["all"], "benchmark category (or 'all')")
     language: str | None = knob(None, "benchmark language where the env has several (ACEBench: en, zh)")
     data_dir: str | None = knob(None, "benchmark data folder")
     env_kwargs: dict[str, Any] = knob(None, "gym.make keyword arguments (JSON): for every env, or per env under "
@@ -482,13 +524,12 @@ class EvalOutputSection:
     output: str = knob("eval", "output folder (records.jsonl, results.json, results.md, results.png)")
     resume: bool = knob(False, "skip records already in --output/records.jsonl (same settings)")
     progress: bool = knob(True, "show a progress bar")
-    report_to: str = listed("none", "trackers of the results and a table of the episodes, as lopd-train's "
+    report_to: list[str] = listed(["none"], "trackers of the results and a table of the episodes, as lopd-train's "
                                     f"--report-to (accelerate's, need torch): {', '.join(tracking.REPORT_TO)}, "
                                     "several at once (lopd_train/evaluation/tracking.py)")
 
 
 EVAL_SECTIONS = (EvalModelSection, EvalEnvSection, EvalSamplingSection, EvalBackendSection, EvalOutputSection)
-EVAL_JSON = ("env_kwargs", "request_extra")  # dict settings: JSON on the command line, a table in a file
 
 
 # ------------------------------------------------------------------------------------------ the machinery
@@ -568,33 +609,49 @@ def _is_list(typ: Any) -> bool:
     return typing.get_origin(typ) is list or any(typing.get_origin(t) is list for t in typing.get_args(typ))
 
 
-def normalise(obj: Any, json_text: Sequence[str] = (), json_dict: Sequence[str] = ()) -> None:
-    """In place: list settings stored as comma-joined text (``listed``) joined from lists; list-typed settings
-    given as one comma-separated string split (never a set of characters); ``json_text`` settings given as a
-    table dumped to JSON text; ``json_dict`` settings given as JSON text loaded (None: {})."""
+def _is_table(typ: Any) -> bool:
+    """``dict[...]`` or ``dict[...] | None``."""
+    return typing.get_origin(typ) is dict or any(typing.get_origin(t) is dict for t in typing.get_args(typ))
+
+
+def normalise(obj: Any) -> None:
+    """In place, once, when a config is built: list settings as lists (a comma-separated string from a flag, an
+    older file or a saved run config split; a string keyword default such as ``"all-linear"`` kept alone), table
+    settings as dicts (JSON text loaded and checked; None: {})."""
     types = field_types(type(obj))
     for f in dataclasses.fields(obj):
         v, typ = getattr(obj, f.name), types[f.name]
         if _is_list(typ):
-            if isinstance(v, str):
-                setattr(obj, f.name, [x.strip() for x in v.split(",") if x.strip()])
-            elif v is None and f.metadata.get("action") == "extend":
-                setattr(obj, f.name, [])
-        elif f.metadata.get("nargs") == "+" and isinstance(v, (list, tuple)):
-            setattr(obj, f.name, ",".join(str(x) for x in v))
-        elif f.name in json_text and isinstance(v, dict):
-            setattr(obj, f.name, json.dumps(v))
-        elif f.name in json_text and isinstance(v, str):  # text given on the command line: an object, or say so
-            try:
-                value = json.loads(v)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"--{f.name.replace('_', '-')} {v!r} is not JSON ({exc.msg} at character "
-                                 f"{exc.pos}); give an object such as '{{\"few_shot\": \"simple_0\"}}'") from None
-            if not isinstance(value, dict):
-                raise ValueError(f"--{f.name.replace('_', '-')} {v!r} must be a JSON object, not "
-                                 f"{type(value).__name__}")
-        elif f.name in json_dict:
-            setattr(obj, f.name, {} if v is None else json.loads(v) if isinstance(v, str) else dict(v))
+            if v is None and f.metadata.get("action") != "extend":
+                continue  # None: the setting's default meaning (every task ...)
+            items = textforms.as_list(v)
+            keyword = f.default if isinstance(f.default, str) else None
+            setattr(obj, f.name, keyword if keyword is not None and items in ([], [keyword]) else items)
+        elif _is_table(typ):
+            setattr(obj, f.name, textforms.as_table(v, f.name))
+
+
+def normalised_settings(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
+    """A saved settings dict (a run folder's ``config.json`` or ``run.json``, perhaps of an older lopd with
+    comma strings and JSON text) with its list and table settings in today's form, so two runs' settings
+    compare equal whatever form each was saved in. Unknown keys and other values are kept as they are."""
+    types = field_types(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    out = dict(settings)
+    for key, v in settings.items():
+        typ = types.get(key)
+        if typ is None or v is None:
+            continue
+        try:
+            if _is_list(typ):
+                keyword = fields[key].default if isinstance(fields[key].default, str) else None
+                items = textforms.as_list(v)
+                out[key] = keyword if keyword is not None and items in ([], [keyword]) else items
+            elif _is_table(typ):
+                out[key] = textforms.as_table(v, key)
+        except ValueError:
+            pass  # unreadable saved text: compared as it is
+    return out
 
 
 def check_values(obj: Any) -> None:
@@ -629,17 +686,17 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text + " (default: %(default)s)"
 
 
-def build_parser(sections: Sequence[type], prog: str, description: str, epilog: str = "",
-                 dict_settings: Sequence[str] = ()):
+def build_parser(sections: Sequence[type], prog: str, description: str, epilog: str = ""):
     """The command's parser: one group per section (``--help`` grouped), every field a flag
     (``--name``/``--na-me``), choices from ``Literal`` types."""
     from transformers import HfArgumentParser
 
+    tables = {name for cls in sections for name, typ in field_types(cls).items() if _is_table(typ)}
     parser = HfArgumentParser(list(sections), prog=prog, description=description, epilog=epilog,
                               formatter_class=HelpFormatter, usage=f"{prog} [--config FILE] [options]")
     for action in parser._actions:
-        if action.dest in dict_settings:  # a dict setting is JSON text on the command line
-            action.type = json.loads
+        if action.dest in tables:  # JSON text on the command line, read (and refused, said why) by normalise
+            action.type = str
         # the dashed spelling first (--max-new-tokens); the underscored one still works
         action.option_strings.sort(key=lambda o: ("_" in o, o.startswith("--no_")))
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (keys: the option names); "

@@ -55,6 +55,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from lopd_train import textforms
+
 log = logging.getLogger(__name__)
 
 
@@ -328,10 +330,8 @@ def fsdp_settings_from_environment() -> FSDPSettings | None:
     for name, why in IGNORED_FSDP_SETTINGS.items():
         if _flag(name):
             log.warning("%s is not used by lopd-train: %s", name, why)
-    names = plugin.transformer_cls_names_to_wrap
-    if isinstance(names, str):
-        names = [n.strip() for n in names.split(",") if n.strip()]
-    return FSDPSettings(layer_classes=tuple(names or ()),
+    names = textforms.as_list(plugin.transformer_cls_names_to_wrap)  # accelerate's: a comma string or a list
+    return FSDPSettings(layer_classes=tuple(names),
                         reshard_after_forward=bool(plugin.reshard_after_forward),
                         offload_params=isinstance(plugin.cpu_offload, CPUOffloadPolicy))
 

@@ -1,5 +1,6 @@
-"""The rollout sampler's settings: one small record at the base of ``lopd_train``, so the configuration that
-builds it and the rollout engines that read it both import it downwards."""
+"""How a policy is sampled: one small record at the base of ``lopd_train``, read by the training rollouts
+(:mod:`lopd_train.rollout`), the held-out evaluation and every ``lopd-eval`` backend alike, so the configuration
+that builds it and everything that reads it import it downwards and nothing converts between two kinds."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from dataclasses import dataclass
 
 
 @dataclass
-class SamplingConfig:
+class Sampling:
+    """Temperature 0 (``lopd-eval``'s greedy) sets ``greedy``; ``greedy`` decodes greedily whatever the
+    temperature (a training run's greedy cold-start batches keep theirs for the recorded log-probs)."""
+
     max_new_tokens: int = 128
     temperature: float = 1.0
     greedy: bool = False
@@ -17,3 +21,11 @@ class SamplingConfig:
     top_m: int = 0  # also record the policy's top-M tokens and log-probs (temperature 1) at each sampled token
     top_k: int = 0  # sample among the k most likely tokens only (0: all)
     top_p: float = 1.0  # nucleus sampling: the smallest set of tokens holding this much probability (1: all)
+    seed: int = 0  # lopd-eval's base seed (each task and sample gets its own)
+
+    def __post_init__(self) -> None:
+        if self.temperature <= 0:
+            self.greedy = True
+
+
+SamplingConfig = Sampling  # the rollout engine's name for it

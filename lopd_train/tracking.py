@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from lopd_envs.options import check_choice
+from lopd_train import textforms
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ def parse_report_to(value: str | Sequence[str] | None) -> list[str]:
     """``"tensorboard,wandb"``, a list, ``"none"``, ``"all"`` or None as the list of trackers (checked, no
     repeats; ``all`` is expanded by :class:`Tracker`). Raises ``ValueError``, one line, for a name accelerate
     has not or a tracker whose package is not installed."""
-    items = [v.strip() for v in value.split(",")] if isinstance(value, str) else list(value or [])
-    items = [v for v in items if v]
+    items = textforms.as_list(value)
     for item in items:
         check_choice("report_to", item, REPORT_TO)
     if "none" in items and len(items) > 1:

@@ -79,4 +79,4 @@ def test_lopd_eval_reads_report_to_from_its_config_file(tmp_path):
 
     (tmp_path / "e.toml").write_text('model = "m"\nenv = ["lopd/BFCLv3-v0"]\nreport_to = ["trackio", "wandb"]\n')
     cfg, _ = eval_config_from_args(["--config", str(tmp_path / "e.toml")])
-    assert cfg.report_to == "trackio,wandb"
+    assert cfg.report_to == ["trackio", "wandb"]

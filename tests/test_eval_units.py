@@ -87,7 +87,7 @@ def test_folder_hash_changes_with_weights(tmp_path):
 
 def _ask(backend, tools=()):
     [reply] = backend.chat([backends.Conversation([{"role": "user", "content": "q"}], list(tools), seed=7)],
-                           backends.Sampling())
+                           backends.Sampling(temperature=0.0))
     return reply
 
 

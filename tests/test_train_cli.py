@@ -51,7 +51,7 @@ def test_config_file_sets_knobs_and_flags_win(tmp_path):
                     'env_kwargs = { scoring = "strict" }\n')
     cfg, _ = cli.config_from_args(["--config", str(toml), "--steps", "9"])
     assert cfg.env == "lopd/HumanEvalPlus-v0" and cfg.steps == 9 and cfg.top_j == 2 and cfg.use_margin is False
-    assert json.loads(cfg.env_kwargs) == {"scoring": "strict"}
+    assert cfg.env_kwargs == {"scoring": "strict"}
     js = tmp_path / "run.json"
     js.write_text(json.dumps({"algo": "grpo", "lr": 0.001}))
     cfg, _ = cli.config_from_args(["--config", str(js), "--no-tensorboard"])
@@ -86,7 +86,7 @@ def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_aft
                                                      "examples/smollm2_bfcl_lopd.toml")])
     assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.bank_mode == "reference"
     assert cfg.cold_start_steps > 0 and not cfg.allow_empty_cold_start and cfg.eval_training_tasks
-    held, pool = cfg.eval_tasks.split(","), cfg.tasks.split(",")
+    held, pool = cfg.eval_tasks, cfg.tasks
     assert len(held) == len(set(held)) >= 8 and set(held).isdisjoint(pool)
     assert cfg.rollout_budget == len(pool) * cfg.bank_samples + cfg.steps * cfg.tasks_per_step * cfg.group_size
     assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)

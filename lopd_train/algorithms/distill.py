@@ -78,19 +78,20 @@ class Semantics:
 
 
 def resolve(algo_cls, cfg) -> Semantics:
-    if cfg.baseline_semantics not in SEMANTICS:
+    own = cfg.baselines  # the baselines' own settings
+    if own.baseline_semantics not in SEMANTICS:
         raise ValueError(f"--baseline-semantics must be one of {SEMANTICS}")
-    ref = cfg.baseline_semantics == "reference"
+    ref = own.baseline_semantics == "reference"
     base = algo_cls.reference if ref else V2
-    teacher = base["teacher"] if cfg.teacher == "auto" else cfg.teacher
-    loss = base["loss"] if cfg.distill_loss == "auto" else cfg.distill_loss
+    teacher = base["teacher"] if own.teacher == "auto" else own.teacher
+    loss = base["loss"] if own.distill_loss == "auto" else own.distill_loss
     if teacher not in TEACHERS or loss not in DISTILL_LOSSES:
         raise ValueError(f"--teacher must be one of {TEACHERS} and --distill-loss one of {DISTILL_LOSSES}")
-    decay = cfg.ema_decay if cfg.ema_decay is not None else (base.get("ema_decay", 0.95))
-    tail = cfg.distill_tail if cfg.distill_tail is not None else base.get("tail", True)
-    clip = cfg.importance_clip if (ref or algo_cls.v2_importance) else None
-    return Semantics(ref, teacher, float(decay), loss, float(cfg.distill_alpha), int(cfg.distill_topk), bool(tail),
-                     float(cfg.kl_entry_clip), clip)
+    decay = own.ema_decay if own.ema_decay is not None else (base.get("ema_decay", 0.95))
+    tail = own.distill_tail if own.distill_tail is not None else base.get("tail", True)
+    clip = own.importance_clip if (ref or algo_cls.v2_importance) else None
+    return Semantics(ref, teacher, float(decay), loss, float(own.distill_alpha), int(own.distill_topk),
+                     bool(tail), float(own.kl_entry_clip), clip)
 
 
 class SelfDistillation(Algorithm):
@@ -109,7 +110,7 @@ class SelfDistillation(Algorithm):
 
     @classmethod
     def needs_bank(cls, cfg) -> bool:
-        return cfg.baseline_semantics == "v2" or cls.bank_in_reference
+        return cfg.baselines.baseline_semantics == "v2" or cls.bank_in_reference
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)

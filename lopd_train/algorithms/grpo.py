@@ -38,15 +38,15 @@ class GRPO(Algorithm):
                     "--grpo-loss-type (TRL default dapo), optional KL to the base model")
 
     def update(self, trajectories):
-        cfg = self.cfg
+        cfg, grpo = self.cfg, self.cfg.grpo  # the shared settings, GRPO's own
         metrics = {"loss": 0.0, "grad_norm": 0.0, "clip_frac": 0.0, "kl_ref": 0.0, "zero_advantage_groups": 0.0}
         batches = self.minibatches(trajectories)
         for batch in batches:
-            adv = losses.group_advantages(batch.rewards(), batch.groups(), eps=cfg.grpo_eps,
-                                          scale=cfg.grpo_scale_rewards, unbiased=cfg.grpo_std == "unbiased")
+            adv = losses.group_advantages(batch.rewards(), batch.groups(), eps=grpo.grpo_eps,
+                                          scale=grpo.grpo_scale_rewards, unbiased=grpo.grpo_std == "unbiased")
             advantage = {id(t): a for t, a in zip(batch.trajectories, adv)}
             groups = batch.groups_of()
-            if cfg.grpo_kl_coef == 0:  # a zero-advantage group adds exactly nothing to the loss or its gradient
+            if grpo.grpo_kl_coef == 0:  # a zero-advantage group adds exactly nothing to the loss or its gradient
                 live = [g for g in groups if any(float(advantage[id(t)]) != 0.0 for t in g)]
                 metrics["zero_advantage_groups"] += (len(groups) - len(live)) / len(groups) / len(batches)
                 groups = live
@@ -57,22 +57,22 @@ class GRPO(Algorithm):
                 logits = score_groups(self.policy, split(seqs, sizes), split(masks, sizes),
                                       share_prefix=self.share_prompt)
                 refs = [None] * len(members)
-                if cfg.grpo_kl_coef > 0:
+                if grpo.grpo_kl_coef > 0:
                     with torch.no_grad():
                         refs = score_group(self.policy, seqs, masks, teacher=True, share_prefix=self.share_prompt)
                 loss = 0.0
                 for t, lg, y, o, ref in zip(members, logits, targets, old, refs):
                     logp = losses.token_logprobs(lg / cfg.temperature, y)
                     a = advantage[id(t)].to(self.device).reshape(1)
-                    w = losses.grpo_token_weight(len(y), cfg.grpo_loss_type, len(batch.trajectories),
+                    w = losses.grpo_token_weight(len(y), grpo.grpo_loss_type, len(batch.trajectories),
                                                  batch.n_tokens, cfg.max_new_tokens)
-                    loss = loss + losses.grpo_clip_loss(logp, o, a, None, cfg.clip_low, cfg.clip_high) * (len(y) * w)
+                    loss = loss + losses.grpo_clip_loss(logp, o, a, None, grpo.clip_low, grpo.clip_high) * (len(y) * w)
                     if ref is not None:
                         kl = losses.k3_kl(logp, losses.token_logprobs(ref / cfg.temperature, y)).sum() / batch.n_tokens
-                        loss = loss + cfg.grpo_kl_coef * kl
+                        loss = loss + grpo.grpo_kl_coef * kl
                         metrics["kl_ref"] += float(kl.detach()) / len(batches)
                     ratio = torch.exp(logp.detach() - o)
-                    clipped = (ratio < 1 - cfg.clip_low) | (ratio > 1 + cfg.clip_high)
+                    clipped = (ratio < 1 - grpo.clip_low) | (ratio > 1 + grpo.clip_high)
                     metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)
                 loss.backward()
                 metrics["loss"] += float(loss.detach()) / len(batches)

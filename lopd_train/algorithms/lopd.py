@@ -190,13 +190,14 @@ class LOPD(Algorithm):
 
     @classmethod
     def records_top_m(cls, cfg) -> bool:
-        return cfg.kl_support == "student"  # only the student support reads the sampler's top-M
+        return cfg.lopd.kl_support == "student"  # only the student support reads the sampler's top-M
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)
-        kw = dict(num_queries=cfg.num_latents, dim=cfg.qformer_dim, layers=cfg.qformer_layers,
-                  heads=cfg.qformer_heads, max_tokens=cfg.experience_tokens, kind=cfg.composer,
-                  depth=cfg.perceiver_depth)
+        lopd = cfg.lopd
+        kw = dict(num_queries=lopd.num_latents, dim=lopd.qformer_dim, layers=lopd.qformer_layers,
+                  heads=lopd.qformer_heads, max_tokens=lopd.experience_tokens, kind=lopd.composer,
+                  depth=lopd.perceiver_depth)
         self.composer = Composer(policy, tokenizer, "composer", **kw)
         self.snapshot = Composer(policy, tokenizer, "anchor", **kw)  # the cold-started composer, frozen
         self.snapshot.compressor.requires_grad_(False)
@@ -205,14 +206,14 @@ class LOPD(Algorithm):
         self.compose_per_pass: int | None = 1 if self.device.type == "cpu" else None
         self._pig = None  # the PIG metric (--pig-every), built on first use
         self.composer_params = self.composer.trainable_parameters()
-        self.composer_opt = torch.optim.AdamW(self.composer_params, lr=cfg.composer_lr, weight_decay=0.0,
+        self.composer_opt = torch.optim.AdamW(self.composer_params, lr=lopd.composer_lr, weight_decay=0.0,
                                               betas=(0.9, 0.99))
         # the cold start's own optimiser, as the authors' SFT: AdamW at its defaults (betas 0.9/0.999, weight
         # decay 0.01), the compressor and the encoder LoRA clipped apart (30 and 3)
-        self.cold_start_opt = torch.optim.AdamW(self.composer_params, lr=cfg.cold_start_lr, weight_decay=0.01)
-        self.cold_start_clips = [(self.composer.lora_parameters(), cfg.cold_start_lora_clip),
-                                 (list(self.composer.compressor.parameters()), cfg.cold_start_compressor_clip)]
-        self.beta = float(cfg.beta_init)
+        self.cold_start_opt = torch.optim.AdamW(self.composer_params, lr=lopd.cold_start_lr, weight_decay=0.01)
+        self.cold_start_clips = [(self.composer.lora_parameters(), lopd.cold_start_lora_clip),
+                                 (list(self.composer.compressor.parameters()), lopd.cold_start_compressor_clip)]
+        self.beta = float(lopd.beta_init)
         self._anchor_cache: dict[tuple[str, int], torch.Tensor] = {}
         self.probes: list[tuple[Trajectory, list[Any]]] = []  # banked successes for probe_nll (set by cold start)
 
@@ -222,10 +223,10 @@ class LOPD(Algorithm):
         is itself a bank row (``bank_id``: a dynamic bank's fresh successes, a cold start's banked ones) is
         never retrieved for its group; experiences of the same task are (a reference bank's point)."""
         exclude = [[t.bank_id for t in members if t.bank_id is not None] for members in groups]
-        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.top_j, exclude=exclude)
+        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.lopd.top_j, exclude=exclude)
 
     def group(self, members: list[Trajectory], experiences: list[Any]) -> Group:
-        positions, t_seqs, t_masks = self.context_view(members, n_latent=len(experiences) * self.cfg.num_latents)
+        positions, t_seqs, t_masks = self.context_view(members, n_latent=len(experiences) * self.cfg.lopd.num_latents)
         seqs, masks, targets, _ = self.tensors(members)
         return Group(members, experiences, positions, t_seqs, t_masks, seqs, masks, targets)
 
@@ -239,7 +240,7 @@ class LOPD(Algorithm):
         cut back into one ``[J*K, d]`` context each. One pass instead of one per group is the point: on a GPU
         a group's pass is a few hundred small kernels, and a step composes for every group and every probe."""
         composer = composer or self.composer
-        pairs = [(task, experience_text(e, self.cfg.experience_format)) for task, exps in contexts for e in exps]
+        pairs = [(task, experience_text(e, self.cfg.lopd.experience_format)) for task, exps in contexts for e in exps]
         if not pairs:
             return [torch.empty(0) for _ in contexts]
         latents = composer.encode(pairs)
@@ -271,13 +272,13 @@ class LOPD(Algorithm):
         if not stale and all(t.topm_ids is not None for t in g.members):
             return [t.topm_ids.to(self.device) for t in g.members]
         logits = score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)
-        return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.top_m, "student")
+        return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.lopd.top_m, "student")
                 for x in logits]
 
     # ------------------------------------------------------------------ one update
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        cfg = self.cfg
-        beta = self.beta if cfg.use_margin else 0.0  # the loss uses the dual variable from before this step
+        lopd = self.cfg.lopd  # LOPD's own settings
+        beta = self.beta if lopd.use_margin else 0.0  # the loss uses the dual variable from before this step
         metrics = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
         delta_sum, delta_tokens, n_total, n_skipped = 0.0, 0, 0, 0
         split = {True: [0.0, 0], False: [0.0, 0]}  # δ token sums and counts on successful / failed rollouts
@@ -297,7 +298,7 @@ class LOPD(Algorithm):
             # (detached), the composer step backpropagates through the same pass (the student's step cannot change
             # it: the teacher is the frozen backbone and the composer has its own adapter); each optimiser steps
             # once its gradients over all groups are in, the student's first
-            train_composer = not cfg.freeze_composer
+            train_composer = not lopd.freeze_composer
             for chunk in self.chunks(groups):  # --score-batch rollouts: one student pass for the whole chunk
                 live = []  # per group: latents, teacher buckets and log-probs of the sampled tokens, with graph
                 with torch.set_grad_enabled(train_composer):
@@ -308,8 +309,8 @@ class LOPD(Algorithm):
                     with torch.set_grad_enabled(train_composer):
                         # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
                         t_logp = self.teacher_logprobs(g, z)
-                        g.support = (self.student_support(g, stale=i > 0) if cfg.kl_support == "student" else
-                                     [losses.kl_support(None, lp, cfg.top_m, "teacher") for lp in t_logp])
+                        g.support = (self.student_support(g, stale=i > 0) if lopd.kl_support == "student" else
+                                     [losses.kl_support(None, lp, lopd.top_m, "teacher") for lp in t_logp])
                         q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
                         t_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
                         del t_logp
@@ -354,12 +355,12 @@ class LOPD(Algorithm):
                     z0 = self.anchor_latents(g)
                     drift = losses.relative_drift(z.detach(), z0)
                     metrics["latent_drift"] = metrics.get("latent_drift", 0.0) + drift * len(g.members) / n_rollouts / len(batches)
-                    scale = float(z0.float().pow(2).mean()) if cfg.anchor_norm == "relative" else 1.0
+                    scale = float(z0.float().pow(2).mean()) if lopd.anchor_norm == "relative" else 1.0
                     for k, t in enumerate(g.members):
                         terms = losses.composer_objective(g.q_student[k], q_t[k], g.student_logp_y[k], t_logp_y[k],
-                                                          t.reward, beta, cfg.margin, z, z0, cfg.anchor_coef,
+                                                          t.reward, beta, lopd.margin, z, z0, lopd.anchor_coef,
                                                           anchor_scale=scale)
-                        weight = 1.0 / n_rollouts if cfg.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
+                        weight = 1.0 / n_rollouts if lopd.composer_weighting == "sequence" else len(g.targets[k]) / n_tokens
                         loss = loss + terms.loss * weight
                         metrics["composer_kl"] += terms.kl / n_rollouts / len(batches)
                         metrics["anchor"] += terms.anchor / n_rollouts / len(batches)
@@ -377,10 +378,10 @@ class LOPD(Algorithm):
             s, n = self.dist.sum(*split[ok])
             if n:  # absent: no such rollout had a context this step
                 metrics[name] = s / n
-        if cfg.use_margin and delta_tokens:
-            self.beta = losses.dual_update(self.beta, metrics["margin_delta"], cfg.margin, cfg.beta_lr)
-            if cfg.beta_max > 0:  # the runaway guard (off by default: the authors' semantics)
-                self.beta = min(self.beta, cfg.beta_max)
+        if lopd.use_margin and delta_tokens:
+            self.beta = losses.dual_update(self.beta, metrics["margin_delta"], lopd.margin, lopd.beta_lr)
+            if lopd.beta_max > 0:  # the runaway guard (off by default: the authors' semantics)
+                self.beta = min(self.beta, lopd.beta_max)
         metrics.update(beta=self.beta, beta_used=beta, skipped_no_context=n_skipped / max(n_total, 1),
                  context_fraction=1.0 - n_skipped / max(n_total, 1), skipped_steps=self.skipped_steps)
         return metrics
@@ -390,10 +391,10 @@ class LOPD(Algorithm):
         trains, and the PIG metric every ``--pig-every`` steps (:class:`~lopd_train.latent.diagnostics.PIGMetric`):
         diagnostics, kept off the update (each composes and scores again)."""
         out = {}
-        every = self.cfg.probe_every
-        if not self.cfg.freeze_composer and self.probes and (final or (every and step % every == 0)):
+        every = self.cfg.lopd.probe_every
+        if not self.cfg.lopd.freeze_composer and self.probes and (final or (every and step % every == 0)):
             out["probe_teacher_nll"] = self.probe_nll()
-        if self.cfg.pig_every and step % self.cfg.pig_every == 0:  # --pig-every: the PIG metric
+        if self.cfg.lopd.pig_every and step % self.cfg.lopd.pig_every == 0:  # --pig-every: the PIG metric
             from lopd_train.latent.diagnostics import PIGMetric
 
             if self._pig is None:
@@ -423,14 +424,14 @@ class LOPD(Algorithm):
         in one process there is no step to take."""
         if self.dist.world_size > 1:
             self.step_optimizer(self.student_opt, self.student_params)
-            if not self.cfg.freeze_composer:
+            if not self.cfg.lopd.freeze_composer:
                 self.step_optimizer(self.composer_opt, self.composer_params)
 
     # ------------------------------------------------------------------ cold start
     def cold_start(self, trajectories: list[Trajectory], log=None, progress: bool = False, start: int = 0,
                    on_step=None) -> dict[str, float]:
-        """``cfg.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
-        minibatches of ``cfg.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
+        """``cfg.lopd.cold_start_steps`` composer steps (encoder LoRA + Q-Former; the student is untouched) on
+        minibatches of ``cfg.lopd.cold_start_batch_size`` successful trajectories: NLL of their sampled tokens under
         the teacher with their retrieved latent context, token mean, no anchor. Each trajectory retrieves its
         top-J by its own instruction (``--cold-start-retrieval``): ``self``, the authors' ``allow_self_retrieval``,
         lets its own bank row come back, so the composer is fitted on (task, the same task's experiences)
@@ -446,26 +447,26 @@ class LOPD(Algorithm):
         batches it would have had; ``on_step(n)`` is called after each step (the trainer checkpoints there).
 
         It cannot be silently empty (study v1 ran 0 steps in every LOPD run and nothing said so): fewer
-        (trajectory, experiences) pairs than ``cfg.cold_start_min_successes``, or no step at all, raises
-        :class:`ColdStartError` saying why and how to seed the bank, unless ``cfg.allow_empty_cold_start``,
+        (trajectory, experiences) pairs than ``cfg.lopd.cold_start_min_successes``, or no step at all, raises
+        :class:`ColdStartError` saying why and how to seed the bank, unless ``cfg.lopd.allow_empty_cold_start``,
         which goes on and logs ``cold_start_empty``; ``--freeze-composer`` refuses a composer no step trained."""
-        cfg = self.cfg
+        cfg, lopd = self.cfg, self.cfg.lopd
         ok = [t for t in trajectories if t.success and t.n_actions > 0]
-        pool = cold_start_pairs(self.retriever, ok, cfg.top_j, cfg.cold_start_retrieval)
+        pool = cold_start_pairs(self.retriever, ok, lopd.top_j, lopd.cold_start_retrieval)
         n_pairs = int(self.dist.sum(len(pool))[0])
-        planned = cfg.cold_start_steps if n_pairs else 0
+        planned = lopd.cold_start_steps if n_pairs else 0
         summary: dict[str, float] = {"cold_start_trajectories": n_pairs, "cold_start_successes": len(ok),
                                      "cold_start_steps": 0, "cold_start_empty": 0,
-                                     **pairing_stats(pool), "cold_start_self_retrieval": float(cfg.cold_start_retrieval == "self")}
-        if planned == 0 or n_pairs < cfg.cold_start_min_successes:
+                                     **pairing_stats(pool), "cold_start_self_retrieval": float(lopd.cold_start_retrieval == "self")}
+        if planned == 0 or n_pairs < lopd.cold_start_min_successes:
             why = (f"the cold start found {n_pairs} (successful trajectory, retrieved experiences) pairs "
                    f"({len(ok)} successes, bank of {len(self.bank) if self.bank is not None else 0}), fewer than "
-                   f"--cold-start-min-successes {cfg.cold_start_min_successes}, and would run {planned} of "
-                   f"--cold-start-steps {cfg.cold_start_steps} composer steps")
+                   f"--cold-start-min-successes {lopd.cold_start_min_successes}, and would run {planned} of "
+                   f"--cold-start-steps {lopd.cold_start_steps} composer steps")
             refusal = None
-            if cfg.freeze_composer and planned == 0:
+            if lopd.freeze_composer and planned == 0:
                 refusal = why + ": --freeze-composer would freeze an untrained (random) composer"
-            elif not cfg.allow_empty_cold_start:
+            elif not lopd.allow_empty_cold_start:
                 refusal = (why + ". Seed the bank: --bank-mode reference with more --bank-samples per "
                            "training task or more training tasks (lopd bank build), --init-bank FILE "
                            "in dynamic mode, or more --cold-start-max-batches; or pass "
@@ -482,9 +483,9 @@ class LOPD(Algorithm):
         order: list[int] = []
         curve = []
         for step in tqdm(range(planned), desc="cold start", unit="step", disable=not progress):
-            if len(order) < cfg.cold_start_batch_size:  # reshuffle per pass over the pool
+            if len(order) < lopd.cold_start_batch_size:  # reshuffle per pass over the pool
                 order += [int(j) for j in rng.permutation(len(pool))]
-            take, order = order[:cfg.cold_start_batch_size], order[cfg.cold_start_batch_size:]
+            take, order = order[:lopd.cold_start_batch_size], order[lopd.cold_start_batch_size:]
             if step < start:
                 continue  # taken before the checkpoint this run resumed from
             nll = self.cold_start_step([pool[j] for j in take])
@@ -500,7 +501,7 @@ class LOPD(Algorithm):
         if curve:
             summary.update(cold_start_steps=start + len(curve), cold_start_nll_last=curve[-1],
                            **({"cold_start_nll_first": curve[0]} if start == 0 else {"cold_start_resumed_at": start}))
-        elif cfg.freeze_composer:
+        elif lopd.freeze_composer:
             raise ColdStartError("--freeze-composer: the cold start trained the composer for 0 steps")
         return summary
 

@@ -97,7 +97,7 @@ class SDPO(SelfDistillation):
         for i, t in enumerate(members):
             other = next((u for j, u in enumerate(members) if j != i and u.reward >= SUCCESS_THRESHOLD), None)
             feedback = None
-            if other is None and self.cfg.sdpo_feedback and not t.success:
+            if other is None and self.cfg.baselines.sdpo_feedback and not t.success:
                 feedback = feedback_text(t.trace)
             if other is not None:
                 out.append(Context(sdpo_teacher_text(prompt, response_text(self.tokenizer, other), None), "group"))

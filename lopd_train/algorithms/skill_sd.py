@@ -30,7 +30,8 @@ from lopd_train import models
 from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import ExperienceBank, trace_key
 from lopd_train.experience.retriever import Retriever
-from lopd_train.rollout.engine import SamplingConfig, generate
+from lopd_train.rollout.engine import generate
+from lopd_train.sampling import Sampling
 
 SUMMARY_PROMPT = ("Below is a successful attempt at a task. Summarise, in one or two short sentences, the "
                   "reusable skill it shows: what to do and which tool to use, not the specific values.\n\n"
@@ -98,8 +99,8 @@ class SkillSD(SelfDistillation):
         """One skill per experience: the summariser's greedy summary, at most ``--skill-tokens`` tokens."""
         if not experiences:
             return []
-        cfg = SamplingConfig(max_new_tokens=self.cfg.skill_tokens, greedy=True)
-        who = self.cfg.skill_summariser
+        cfg = Sampling(max_new_tokens=self.cfg.baselines.skill_tokens, greedy=True)
+        who = self.cfg.baselines.skill_summariser
         if who not in ("student", "base"):
             model, tok = self.summariser_model()
             prompts = [models.encode(tok, models.render_chat(tok, [{"role": "user", "content": SUMMARY_PROMPT.format(
@@ -119,7 +120,7 @@ class SkillSD(SelfDistillation):
     def summariser_model(self):
         """The separate summariser (``--skill-summariser NAME_OR_PATH``) and its tokenizer, loaded once."""
         if self._summariser is None:
-            model, tok = models.load_backbone(self.cfg.skill_summariser, self.device,
+            model, tok = models.load_backbone(self.cfg.baselines.skill_summariser, self.device,
                                               next(self.policy.parameters()).dtype)
             self._summariser = (model.eval(), tok)
         return self._summariser

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -34,13 +33,13 @@ from lopd_train.config import (
     EvalOutputSection,
     EvalSamplingSection,
 )
+from lopd_train.envargs import gym_kwargs
 from lopd_train.evaluation import leaderboards, report, tracking
 from lopd_train.evaluation.backends import (
     Backend,
     BackendError,
     HFBackend,
     OpenAIBackend,
-    Sampling,
     VLLMBackend,
     sampling_dict,
 )
@@ -48,7 +47,8 @@ from lopd_train.evaluation.loop import WorkItem, run_chat_episodes
 from lopd_train.evaluation.selection import SelectionError, plan  # noqa: F401 - SelectionError for callers
 from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
 from lopd_train.records import RecordWriter, read_records, record_key, settled
-from lopd_train.tracking import REPORT_TO, parse_report_to
+from lopd_train.sampling import Sampling
+from lopd_train.tracking import parse_report_to
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +58,8 @@ class EvalConfig(EvalOutputSection, EvalBackendSection, EvalSamplingSection, Eva
     """Every setting of ``lopd-eval`` (also the keys of its ``--config`` TOML/JSON file): the union of the
     evaluation sections of :mod:`lopd_train.config`, checked when it is built."""
 
-    # lopd-train's trackers for the results (evaluation/tracking.py); here until config.EvalOutputSection has it
-    report_to: str = config.listed("none", "trackers of the results and a table of the episodes, accelerate's (need "
-                                           "torch): " + ", ".join(REPORT_TO) + ", several at once")
-
     def __post_init__(self) -> None:
-        config.normalise(self, json_dict=config.EVAL_JSON)
+        config.normalise(self)
         config.check_values(self)  # choices and types, from flags, a file or Python alike
         parse_report_to(self.report_to)
         if not self.model:
@@ -141,27 +137,11 @@ def make_backend(cfg: EvalConfig, spec: ModelSpec) -> Backend:
 
 
 def env_kwargs(cfg: EvalConfig, env_id: str) -> dict[str, Any]:
-    """gym.make arguments for one env: the common ones, and ``language`` only where the env takes it.
-    ``env_kwargs`` holds arguments for every env and, under an env id, arguments for that env alone
-    (``{"lopd/EnvScaler-v0": {"source": "ours"}}``): envs refuse arguments they do not take."""
-    import gymnasium as gym
-
-    import lopd_envs
-
-    gym.register_envs(lopd_envs)
-    per_env = {k: v for k, v in cfg.env_kwargs.items() if k in gym.registry}
-    kwargs = {k: v for k, v in cfg.env_kwargs.items() if k not in gym.registry}
-    kwargs.update(per_env.get(env_id) or {})
-    cats = [c for c in cfg.category.split(",") if c] or ["all"]
-    kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    if cfg.data_dir:
-        kwargs.setdefault("data_dir", cfg.data_dir)
-    if cfg.language:
-        entry = gym.spec(env_id).entry_point
-        creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
-        if "language" in inspect.signature(creator).parameters:
-            kwargs.setdefault("language", cfg.language)
-    return kwargs
+    """gym.make arguments for one env (:func:`lopd_train.envargs.gym_kwargs`): ``env_kwargs`` holds arguments
+    for every env and, under an env id, arguments for that env alone; ``language`` only where the env takes
+    it; every category when none is named."""
+    return gym_kwargs(env_id, cfg.env_kwargs, category=cfg.category or ["all"], data_dir=cfg.data_dir,
+                      language=cfg.language)
 
 
 def task_list(env) -> list[Any]:
@@ -201,7 +181,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
         raise FileExistsError(f"{records_path} already holds records: pass --resume to continue that run, or "
                               "choose another --output")
     if cfg.resume and saved.exists():
-        before = json.loads(saved.read_text())
+        before = config.normalised_settings(EvalConfig, json.loads(saved.read_text()))  # an older lopd's too
         changed = {k for k in before if k not in ("output",) and before.get(k) != settings.get(k)}
         if changed:
             raise ValueError(f"--resume with different settings ({sorted(changed)}) would mix two runs' records")

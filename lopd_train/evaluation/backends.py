@@ -23,31 +23,16 @@ import math
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lopd_envs.chat import tools_already_listed, with_tool_prompt
 from lopd_envs.wire import openai_messages, openai_tools
 from lopd_train.evaluation import openai_reply
 from lopd_train.evaluation.openai_reply import BadReply
+from lopd_train.sampling import Sampling
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Sampling:
-    """What every backend is asked for; temperature 0 means greedy decoding."""
-
-    temperature: float = 0.0
-    max_new_tokens: int = 256
-    max_sequence_tokens: int = 4096
-    tool_syntax: str = "hermes"
-    tool_prompt: str = "auto"
-    seed: int = 0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0.0
 
 
 @dataclass
@@ -114,16 +99,14 @@ class HFBackend:
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
         import torch
 
-        from lopd_train.rollout.engine import SamplingConfig, generate
+        from lopd_train.rollout.engine import generate
 
         prompts, fits, replies = _prompts_that_fit(self.tokenizer, batch, sampling)
         if not fits:
             return replies
-        cfg = SamplingConfig(max_new_tokens=sampling.max_new_tokens, temperature=max(sampling.temperature, 1e-6),
-                             greedy=sampling.greedy)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(batch[fits[0]].seed)
-            outs = generate(self.model, self.tokenizer, [prompts[i] for i in fits], cfg)
+            outs = generate(self.model, self.tokenizer, [prompts[i] for i in fits], sampling)
         eos = self.tokenizer.eos_token_id
         for i, (toks, _lps, _ended, _extra) in zip(fits, outs):
             body = toks[:-1] if toks and toks[-1] == eos else toks
@@ -175,7 +158,8 @@ class VLLMBackend:
         prompts, fits, replies = _prompts_that_fit(self.tokenizer, batch, sampling)
         if not fits:
             return replies
-        params = [self._vllm.SamplingParams(temperature=sampling.temperature, top_p=1.0, top_k=-1,
+        temperature = 0.0 if sampling.greedy else sampling.temperature
+        params = [self._vllm.SamplingParams(temperature=temperature, top_p=1.0, top_k=-1,
                                             max_tokens=sampling.max_new_tokens, seed=batch[i].seed)
                   for i in fits]
         outs = self.llm.generate([{"prompt_token_ids": prompts[i]} for i in fits], params,
@@ -304,7 +288,7 @@ class OpenAIBackend:
             messages = openai_messages(with_tool_prompt(conv.messages, None if skip else conv.tools,
                                                         sampling.tool_syntax))
         body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_new_tokens,
-                "temperature": sampling.temperature, "top_p": 1.0, "seed": conv.seed}
+                "temperature": 0.0 if sampling.greedy else sampling.temperature, "top_p": 1.0, "seed": conv.seed}
         if native and conv.tools:  # "auto" is OpenAI's default, but llama-cpp-python ignores tools= without it
             body["tools"], body["tool_choice"] = openai_tools(conv.tools), "auto"
         return body
@@ -378,5 +362,9 @@ def _status_text(exc: Any) -> str:
     return f"HTTP {exc.status_code}: {str(body.get('message') or exc.message)[:500]}"
 
 
+#: the sampling settings ``lopd-eval`` takes, as ``results.json`` reports them
+EVAL_SAMPLING = ("temperature", "max_new_tokens", "max_sequence_tokens", "tool_syntax", "tool_prompt", "seed")
+
+
 def sampling_dict(sampling: Sampling) -> dict[str, Any]:
-    return asdict(sampling)
+    return {k: getattr(sampling, k) for k in EVAL_SAMPLING}

@@ -24,6 +24,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from lopd_train import textforms
+
 BFCL_ENV = "lopd/BFCLv3-v0"
 SCORING = ("score_samples", "score_bfcl", "bfcl_format")
 APPLIES = SCORING + ("env", "category", "data_dir", "env_kwargs", "batch_size", "output", "progress", "model",
@@ -75,11 +77,11 @@ def options(parser, argv: Sequence[str] | None, args: Any) -> SimpleNamespace:
             raise UsageError(f"lopd-eval: --config {args.config}: {exc}") from None
         values.update({k: v for k, v in from_file.items() if k in APPLIES and k not in given})
     values.update(given)
-    category = values.get("category") or "all"
-    values["category"] = ",".join(category) if isinstance(category, (list, tuple)) else str(category)
-    if isinstance(values.get("env_kwargs"), str):
-        values["env_kwargs"] = json.loads(values["env_kwargs"])
-    values["env_kwargs"] = values.get("env_kwargs") or {}
+    values["category"] = textforms.as_list(values.get("category")) or ["all"]
+    try:
+        values["env_kwargs"] = textforms.as_table(values.get("env_kwargs"), "env_kwargs")
+    except ValueError as exc:
+        raise UsageError(f"lopd-eval: {exc}") from None
     values["language"] = None
     if int(values.get("batch_size") or 1) < 1:
         raise UsageError("lopd-eval: --batch-size must be at least 1")

@@ -20,7 +20,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from lopd_train.evaluation.backends import Backend, Conversation, Sampling
+from lopd_train.evaluation.backends import Backend, Conversation
+from lopd_train.sampling import Sampling
 
 
 @dataclass

@@ -47,6 +47,7 @@ from datasets import Dataset
 import lopd_envs
 from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
 from lopd_envs.wire import answered_calls, function_of, read_message
+from lopd_train import textforms
 
 TOOL_MODES = ("native", "text")
 
@@ -212,10 +213,7 @@ MODULE = __name__  # the id under which verifiers (vf.load_environment, vf-eval,
 
 def _task_list(tasks: Sequence[str] | str | None) -> list[str] | None:
     """``tasks`` as a list of task ids: a list, or one comma-separated string (``"simple_0,simple_1"``)."""
-    if tasks is None:
-        return None
-    ids = [t.strip() for t in tasks.split(",")] if isinstance(tasks, str) else [str(t) for t in tasks]
-    return [t for t in ids if t]
+    return None if tasks is None else textforms.as_list(tasks)
 
 
 def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | None = None,

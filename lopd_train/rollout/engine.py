@@ -25,7 +25,7 @@ import gymnasium as gym
 import torch
 
 from lopd_train import models
-from lopd_train.sampling import SamplingConfig  # noqa: F401  (the rollout settings; importable from here too)
+from lopd_train.sampling import Sampling, SamplingConfig  # noqa: F401  (the rollout settings; importable from here too)
 from lopd_train.scoring import cache_kw, cached
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ class Trajectory:
     group: int = 0
     turns: int = 0
     truncated: bool = False
-    # per sampled token, in order, at temperature 1 (when the sampler recorded them, ``SamplingConfig.top_m``)
+    # per sampled token, in order, at temperature 1 (when the sampler recorded them, ``Sampling.top_m``)
     policy_logprobs: torch.Tensor | None = None  # [N_actions]
     topm_ids: torch.Tensor | None = None  # [N_actions, M]
     topm_logprobs: torch.Tensor | None = None  # [N_actions, M]
@@ -89,7 +89,7 @@ class _Live:
         self.stats: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
 
 
-def neutral_generation_config(tokenizer, cfg: SamplingConfig):
+def neutral_generation_config(tokenizer, cfg: Sampling):
     """An explicit generation config with nothing but the sampling itself: sampling at ``cfg.temperature``
     with ``cfg.top_k``/``cfg.top_p`` (the authors' LOPD samples at 0.7 / 20 / 0.95), or greedy, and no other
     logits processor (repetition penalty, n-gram bans, forced or suppressed tokens, minimum lengths...)
@@ -212,7 +212,7 @@ def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torc
 
 
 @torch.no_grad()
-def sampled_statistics(step_logits: Sequence[torch.Tensor], new: torch.Tensor, cfg: SamplingConfig
+def sampled_statistics(step_logits: Sequence[torch.Tensor], new: torch.Tensor, cfg: Sampling
                        ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]:
     """From ``generate``'s raw logits (one ``[B, V]`` per step: no temperature, no truncation) and the sampled
     ids ``new`` ``[B, T]``: the sampler's log-probability of each sampled token (at ``cfg.temperature``) and,
@@ -238,7 +238,7 @@ def sampled_statistics(step_logits: Sequence[torch.Tensor], new: torch.Tensor, c
 
 
 @torch.no_grad()
-def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig,
+def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: Sampling,
              generator_seed: int | None = None) -> list[tuple[list[int], list[float], bool]]:
     """Sample one completion per prompt: (token ids, sampler log-probs, ended with EOS)."""
     device = next(model.parameters()).device
@@ -261,7 +261,7 @@ def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig
     return results
 
 
-def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str | None], cfg: SamplingConfig,
+def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str | None], cfg: Sampling,
                  groups: Sequence[int] | None = None, seeds: Sequence[int | None] | None = None,
                  pool: ThreadPoolExecutor | None = None, generator=None) -> list[Trajectory]:
     """Run one episode per env (``tasks[i]`` picks the task, ``None``: the seed does), all in lockstep.

@@ -10,7 +10,8 @@ from typing import Any
 import gymnasium as gym
 
 from lopd_train import models
-from lopd_train.rollout.engine import SamplingConfig, Trajectory
+from lopd_train.rollout.engine import Trajectory
+from lopd_train.sampling import Sampling
 
 
 def action_text(action: dict[str, Any], tool_syntax: str = "hermes") -> str:
@@ -54,7 +55,7 @@ def attach_transcript(trace, text: str) -> None:
     trace.metadata[TRANSCRIPT_KEY] = text
 
 
-def replay_trace(env: gym.Env, tokenizer, trace, cfg: SamplingConfig, group: int = 0) -> Trajectory:
+def replay_trace(env: gym.Env, tokenizer, trace, cfg: Sampling, group: int = 0) -> Trajectory:
     """A successful trace (e.g. a banked experience) as a trajectory the trainer can score: the env's own
     prompt for the task, then exactly the tokens the rollout sampled when the trace carries them
     (:func:`attach_sequence`) and this prompt is the one they followed. Otherwise one assistant turn per trace

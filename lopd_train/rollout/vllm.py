@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from lopd_train import models
-from lopd_train.rollout.engine import SamplingConfig
+from lopd_train.sampling import Sampling
 
 
 def supports_mixed_prompts(vllm_module) -> bool:
@@ -84,7 +84,7 @@ def latent_prompt(token_ids: Sequence[int], positions: Sequence[int], latents: t
     return {"prompt_embeds": embeds, "prompt_token_ids": ids.tolist(), "prompt_is_token_ids": is_token}
 
 
-def logprob_mode(cfg: SamplingConfig) -> str:
+def logprob_mode(cfg: Sampling) -> str:
     """Which log-probs the engine must report so they mean what the HF path records (module docstring)."""
     scaled = not cfg.greedy and cfg.temperature != 1.0
     if scaled and cfg.top_m:
@@ -126,7 +126,7 @@ class VLLMRollout:
     ``llm`` may be given (an existing engine, or a stand-in in tests); otherwise one is built for
     ``model_path`` with LoRA enabled."""
 
-    def __init__(self, model_path: str, tokenizer, cfg: SamplingConfig, workdir: str | Path, lora_rank: int = 16,
+    def __init__(self, model_path: str, tokenizer, cfg: Sampling, workdir: str | Path, lora_rank: int = 16,
                  gpu_memory_utilization: float = 0.3, sleep_mode: bool = False, max_model_len: int | None = None,
                  dtype: str = "auto", seed: int = 0, llm=None, vllm_module=None, **llm_kwargs: Any):
         if vllm_module is None:
@@ -195,7 +195,7 @@ class VLLMRollout:
             logprobs=max(cfg.top_m, 1), stop_token_ids=[self.tokenizer.eos_token_id], ignore_eos=False,
             skip_special_tokens=False, detokenize=False, seed=seed)
 
-    def __call__(self, model, tokenizer, prompts: Sequence[list[int]], cfg: SamplingConfig):
+    def __call__(self, model, tokenizer, prompts: Sequence[list[int]], cfg: Sampling):
         """Same contract as :func:`lopd_train.rollout.engine.generate` (``model`` is unused: the engine serves the
         adapter last given to :meth:`sync_lora`). Per-request seeds come from torch's generator, so a resumed
         run draws the same ones."""

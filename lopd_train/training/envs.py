@@ -12,21 +12,16 @@ import torch
 
 from lopd_envs import provenance
 from lopd_train.config import TrainConfig
+from lopd_train.envargs import gym_kwargs
 from lopd_train.errors import RunSettingError
 from lopd_train.rollout.engine import make_envs
 
 
-def run_env_kwargs(cfg: TrainConfig) -> dict[str, Any]:
-    """The ``gym.make`` keyword arguments of the run's training env."""
-    kwargs = json.loads(cfg.env_kwargs) if isinstance(cfg.env_kwargs, str) else dict(cfg.env_kwargs)
-    if cfg.category:
-        cats = cfg.category.split(",")
-        kwargs.setdefault("category", cats[0] if len(cats) == 1 else cats)
-    if cfg.data_dir:
-        kwargs.setdefault("data_dir", cfg.data_dir)
-    if cfg.max_turns:
-        kwargs.setdefault("max_turns", cfg.max_turns)
-    return kwargs
+def run_env_kwargs(cfg: TrainConfig, heldout: bool = False) -> dict[str, Any]:
+    """The ``gym.make`` keyword arguments of the run's training env, or (``heldout``) of its held-out env:
+    ``--eval-env-kwargs`` over the training env's."""
+    return gym_kwargs(cfg.env, cfg.env_kwargs, category=cfg.category, data_dir=cfg.data_dir,
+                      max_turns=cfg.max_turns, over=cfg.eval_env_kwargs if heldout else None)
 
 
 def check_env(cfg: TrainConfig, kwargs: dict[str, Any]) -> dict[str, Any] | None:

@@ -40,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lopd_train.config import TrainConfig, normalised_settings
+
 HELDOUT_FILE = "heldout.jsonl"
 TRAIN_EVAL_FILE = "train_eval.jsonl"
 
@@ -92,17 +94,12 @@ can move a logit in the last bit, and greedy decoding follows it). Not the seed:
 
 
 def settings_differ(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{setting: (mine, theirs)}`` for the :data:`EVAL_SETTINGS` in which two runs' configs differ."""
-    def norm(key: str, value: Any) -> Any:
-        if key in ("env_kwargs", "eval_env_kwargs") and isinstance(value, str):
-            try:
-                return json.loads(value)
-            except json.JSONDecodeError:
-                return value
-        return value
+    """``{setting: (mine, theirs)}`` for the :data:`EVAL_SETTINGS` in which two runs' configs differ (each
+    read as today's config reads it: an older run's comma strings and JSON text are its lists and tables)."""
+    mine, theirs = normalised_settings(TrainConfig, mine), normalised_settings(TrainConfig, theirs)
     out = {}
     for key in EVAL_SETTINGS:
-        a, b = norm(key, mine.get(key)), norm(key, theirs.get(key))
+        a, b = mine.get(key), theirs.get(key)
         if a != b:
             out[key] = (a, b)
     return out
@@ -293,11 +290,11 @@ def make_evaluators(cfg, out: Path, env_kwargs: dict[str, Any], task_pool: list[
         return [], task_pool
     import sys
 
-    from lopd_train.evaluation.backends import Sampling
+    from lopd_train.sampling import Sampling
+    from lopd_train.training.envs import run_env_kwargs
 
-    extra = cfg.eval_env_kwargs
-    kwargs = {**env_kwargs, **(json.loads(extra) if isinstance(extra, str) else dict(extra))}  # TOML: a table
-    held = cfg.eval_tasks.split(",") if cfg.eval_tasks else HeldoutEval.all_tasks(cfg.env, kwargs)
+    kwargs = run_env_kwargs(cfg, heldout=True)
+    held = cfg.eval_tasks or HeldoutEval.all_tasks(cfg.env, kwargs)
     task_pool = disjoint_task_pools(task_pool, held, explicit_train=bool(cfg.tasks))
     sampling = Sampling(temperature=0.0, max_new_tokens=cfg.max_new_tokens,
                         max_sequence_tokens=cfg.max_sequence_tokens, tool_syntax=cfg.tool_syntax,

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lopd_train.config import TrainConfig, normalised_settings
 from lopd_train.errors import RunMismatchError
 
 RUN_FILE = "run.json"
@@ -65,8 +66,9 @@ def saved(out: Path) -> dict[str, Any] | None:
 
 
 def check_settings(rec: dict[str, Any], settings: dict[str, Any], out: Path) -> None:
-    """Refuse a resume whose settings differ from the run's in a defining setting, naming each."""
-    was, now = rec["settings"], defining(settings)
+    """Refuse a resume whose settings differ from the run's in a defining setting, naming each (an older run's
+    comma strings and JSON text read as today's lists and tables)."""
+    was, now = normalised_settings(TrainConfig, rec["settings"]), normalised_settings(TrainConfig, defining(settings))
     differ = [k for k in sorted(set(was) | set(now)) if k in now and k in was and was[k] != now[k]]
     if differ:
         shown = "; ".join(f"{k}: the run has {was[k]!r}, now {now[k]!r}" for k in differ[:6])

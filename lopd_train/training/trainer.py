@@ -97,7 +97,7 @@ class Trainer:
             self.retriever = self.algo.retriever = Retriever(self.bank, key=self.bank_mode.retriever_key)
         self.envs = make_envs(self.cfg.env, self.cfg.tasks_per_step * self.cfg.group_size, **env_kwargs)
         self.algo.attach_env(self.envs[0], self.out)  # tasks' privileged data (OPSD's answers), LOPD's PIG
-        self.task_pool = self.cfg.tasks.split(",") if self.cfg.tasks else task_ids(self.envs[0])
+        self.task_pool = list(self.cfg.tasks or task_ids(self.envs[0]))
         self.pool = ThreadPoolExecutor(max_workers=max(1, self.cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
@@ -147,7 +147,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.np_rng = np.random.default_rng(self.dist.rank_seed(cfg.seed))  # each rank its own tasks
         backbone, self.tokenizer = models.load_backbone(cfg.model, self.device, cfg.dtype)
-        targets = cfg.lora_targets if cfg.lora_targets == "all-linear" else cfg.lora_targets.split(",")
+        targets = cfg.lora_targets  # "all-linear" or the module names
         adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)}
         for name, prefix in self.algo_cls.extra_adapters.items():
             adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),

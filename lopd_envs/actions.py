@@ -54,5 +54,5 @@ class Reaction:
 
     def __post_init__(self) -> None:
         if (self.results is None) != (self.errors is None) or \
-                (self.results is not None and len(self.results) != len(self.errors)):
+                (self.results is not None and self.errors is not None and len(self.results) != len(self.errors)):
             raise ValueError("Reaction: `errors` must pair with `results`, one flag per result")

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass, field
@@ -283,7 +284,6 @@ def wheel_from_index(requirement: str, into: Path, sha256: str | None) -> Path:
     checks the hash again."""
     import json
     import re
-    import urllib.parse
 
     name, _, version = requirement.partition("==")
     page = f"{index_url()}/{re.sub(r'[-_.]+', '-', name).lower()}/"

@@ -115,7 +115,7 @@ def literal_arithmetic(node: ast.AST) -> Any:
         if isinstance(node.op, ast.Mult) and any(isinstance(x, (str, bytes, list, tuple)) for x in (left, right)):
             n = right if isinstance(right, int) else left
             seq = left if isinstance(right, int) else right
-            if isinstance(n, int) and len(seq) * max(n, 0) > _MAX_LEN:
+            if isinstance(n, int) and isinstance(seq, (str, bytes, list, tuple)) and len(seq) * max(n, 0) > _MAX_LEN:
                 raise DecodeError(f"refusing to build a huge sequence: {source(node)}")
         return _apply(_BINOPS[type(node.op)], left, right)
     raise DecodeError(f"cannot evaluate {source(node)!r}: only literal arithmetic is evaluated")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 
@@ -129,19 +129,20 @@ class AgentEnv(gym.Env):
     def step(self, action: Any):
         if self._episode is None:
             raise gym.error.ResetNeeded("call reset() before step()")
-        task = self._episode.task
+        episode, trace = self._episode, cast(Trace, self._trace)  # reset() sets both
+        task = episode.task
         if self._done:
             obs = [error_message("the episode has ended; call reset()")]
             return obs, 0.0, True, False, self._info(task, error="episode already ended")
         turn = parse_action(action)
         self._turns += 1
         try:
-            reaction = self._episode.act(turn)
+            reaction = episode.act(turn)
         except Exception as exc:  # a suite bug must not take the caller's process down
             log.exception("%s: episode %s failed on an action", self.env_id, task.task_id)
             reaction = Reaction([error_message(f"internal environment error: {type(exc).__name__}: {exc}")],
                                 done=True, error=f"internal: {exc!r}")
-        self._trace.record(turn, reaction)
+        trace.record(turn, reaction)
         self.messages.append(turn.message)
         self.messages.extend(copy.deepcopy(reaction.observation))
         terminated = bool(reaction.done)
@@ -149,9 +150,9 @@ class AgentEnv(gym.Env):
         reward, info = 0.0, self._info(task, error=reaction.error or turn.parse_error)
         if terminated or truncated:
             self._done = True
-            score = self._final_score(task)
+            score = self._final_score(episode)
             reward = float(score.reward)
-            self._trace.reward, self._trace.success = reward, score.succeeded
+            trace.reward, trace.success = reward, score.succeeded
             info["score"] = score.details
             info["trace"].reward, info["trace"].success = reward, score.succeeded  # already a copy
         return copy.deepcopy(reaction.observation), reward, terminated, truncated, info
@@ -167,11 +168,11 @@ class AgentEnv(gym.Env):
     def tool_names(self, task: Task) -> ToolNames:
         return ToolNames(f["name"] for f in task.tools)
 
-    def _final_score(self, task: Task) -> Score:
+    def _final_score(self, episode: Episode) -> Score:
         try:
-            return self._episode.score()
+            return episode.score()
         except Exception as exc:
-            log.exception("%s: scoring %s failed", self.env_id, task.task_id)
+            log.exception("%s: scoring %s failed", self.env_id, episode.task.task_id)
             return Score(0.0, {"valid": False, "error": f"scorer failed: {type(exc).__name__}: {exc}"})
 
     def _info(self, task: Task, error: str | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ class Provenance:
     source: str
     version: str
     origin: str = ""
-    files: tuple[Path, ...] = field(default_factory=tuple)
+    files: Sequence[Path] = field(default_factory=tuple)  # stored as a tuple, duplicates dropped
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

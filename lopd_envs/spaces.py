@@ -129,7 +129,8 @@ def _write_chat_to_shared_memory(space: ChatMessages, index: int, value: list, s
     slot[:_HEADER] = np.frombuffer(len(data).to_bytes(_HEADER, "little"), dtype=np.uint8)
 
 
-@read_from_shared_memory.register(ChatMessages)
+# gymnasium declares a tuple; a live view that it indexes and copies serves it the same
+@read_from_shared_memory.register(ChatMessages)  # pyright: ignore[reportArgumentType]
 def _read_chat_from_shared_memory(space: ChatMessages, shared_memory: Any, n: int = 1) -> SharedChatBatch:
     return SharedChatBatch(shared_memory, n)
 

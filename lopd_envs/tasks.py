@@ -5,7 +5,7 @@ forms."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ class Score:
 
 
 def select(requested: str | Sequence[str], available: Sequence[str],
-           groups: dict[str, Sequence[str]] | None = None, what: str = "category") -> list[str]:
+           groups: Mapping[str, Sequence[str]] | None = None, what: str = "category") -> list[str]:
     """Expand ``"all"``, a group name, a name or a list of these into known names, in the order given."""
     groups = dict(groups or {})
     groups.setdefault("all", list(available))

@@ -24,7 +24,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.actions import AssistantTurn, ToolCall
 from lopd_envs.jsonvalue import NotJSON, json_value
@@ -151,7 +151,7 @@ def _strip_fence(text: str) -> str:
     text = text.strip()
     if len(text) < 6 or not (text.startswith("```") and text.endswith("```")):
         return text
-    return text[_FENCE_LANGUAGE.match(text, 3).end():len(text) - 3].strip()
+    return text[cast(re.Match, _FENCE_LANGUAGE.match(text, 3)).end():len(text) - 3].strip()  # it matches ""
 
 
 def _source(node: ast.AST, limit: int = 200) -> str:
@@ -223,7 +223,8 @@ def literal_value(node: ast.AST, names_as_strings: bool = False) -> Any:
         return [literal_value(e, True) for e in node.elts]
     if names_as_strings and isinstance(node, ast.Dict) and None not in node.keys:
         try:
-            return {literal_value(k, True): literal_value(v, True) for k, v in zip(node.keys, node.values)}
+            return {literal_value(cast(ast.expr, k), True): literal_value(v, True)  # no ** entry (a None key)
+                    for k, v in zip(node.keys, node.values)}
         except TypeError:
             raise ToolCallError(f"unhashable dictionary key in {_source(node)!r}") from None
     try:

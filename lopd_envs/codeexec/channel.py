@@ -63,10 +63,11 @@ class Schedule(Protocol):
     def limit(self) -> float | None:
         """Seconds the next record of the sequence may take (None: only the run's overall timeout)."""
 
-    def accept(self, record: dict) -> bool:
+    def accept(self, record: dict, /) -> bool:
         """Whether ``record`` is the next one of the sequence (then the schedule advances)."""
+        ...
 
-    def watch(self, record: dict) -> bytes | None:
+    def watch(self, record: dict, /) -> bytes | None:
         """A control message for the harness after an accepted record (e.g. stop early), or None."""
 
     # Optional: ``recognise(line: bytes) -> dict | None``, the record ``line`` is, known from its bytes

@@ -9,6 +9,7 @@ import io
 import keyword
 import re
 import tokenize
+from typing import cast
 
 _FENCE_LANGUAGE = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")
 MAX_SCAN_LINES = 400
@@ -32,7 +33,7 @@ def fenced_blocks(text: str) -> list[tuple[str, str]]:
         newline = text.find("\n", start + 3)
         if newline < 0:  # no line ends after this fence, nor after any later one
             break
-        language = _FENCE_LANGUAGE.match(text, start + 3, newline).group(1)
+        language = cast(re.Match, _FENCE_LANGUAGE.match(text, start + 3, newline)).group(1)  # it matches ""
         close = text.find("```", newline + 1)
         blocks.append((language.lower(), text[newline + 1:close if close >= 0 else len(text)]))
         if close < 0:
@@ -135,12 +136,13 @@ def _definition(node: ast.AST, keep_decorated: bool) -> str | None:
     return None
 
 
-def _block_end(lines: list[bytes], starts: list[int], node: ast.AST, end: int) -> int:
+def _block_end(lines: list[bytes], starts: list[int], node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef,
+               end: int) -> int:
     """Where tree-sitter ends a class or function: comments belong to its block, the one after its last
     statement and the comment lines that follow at the body's indentation or deeper (blank lines between)."""
     body_indent = node.body[0].col_offset
-    last = node.end_lineno - 1
-    if lines[last][node.end_col_offset:].strip().startswith(b"#"):
+    last = cast(int, node.end_lineno) - 1  # parsed trees carry end positions
+    if lines[last][cast(int, node.end_col_offset):].strip().startswith(b"#"):
         end = starts[last] + len(lines[last])
     for k in range(last + 1, len(lines)):
         stripped = lines[k].strip()
@@ -168,10 +170,10 @@ def prune_to_entry_point(code: str, entry_point: str | None, keep_decorated: boo
 
     lines = data.split(b"\n")
 
-    def source(node: ast.AST) -> str:
-        first = getattr(node, "decorator_list", None) or [node]
+    def source(node: ast.stmt) -> str:
+        first: list[ast.stmt | ast.expr] = getattr(node, "decorator_list", None) or [node]
         begin = starts[first[0].lineno - 1] + first[0].col_offset - (1 if first[0] is not node else 0)
-        end = starts[node.end_lineno - 1] + node.end_col_offset
+        end = starts[cast(int, node.end_lineno) - 1] + cast(int, node.end_col_offset)  # parsed trees carry them
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             end = _block_end(lines, starts, node, end)
         return data[begin:end].decode("utf-8", "replace")

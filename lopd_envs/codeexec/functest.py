@@ -299,7 +299,8 @@ def collect(records: Sequence[dict], names: Sequence[str]) -> dict[str, GroupOut
     groups = {n: GroupOutcome() for n in names}
     for rec in records:
         try:
-            g = groups.get(rec.get("g"))
+            key: Any = rec.get("g")  # whatever the program wrote: a key that is no group's name finds None
+            g = groups.get(key)
         except (AttributeError, TypeError):
             continue
         if g is None:

@@ -108,7 +108,7 @@ def _disable_host_functions():
     _sys.meta_path.insert(0, _PoisonOnImport)
     builtins.help = None
     for mod in ("ipdb", "joblib", "resource", "psutil", "tkinter"):
-        _sys.modules[mod] = None
+        _sys.modules[mod] = None  # pyright: ignore[reportArgumentType]  # None makes importing it fail
 
 
 class _JsonContext:
@@ -132,7 +132,7 @@ def _json_codec(object_hook):
     try:
         import _json
 
-        scan = _json.make_scanner(_JsonContext(object_hook))
+        scan = _json.make_scanner(_JsonContext(object_hook))  # pyright: ignore[reportArgumentType]  # it reads attributes
         make_encoder, escape = _json.make_encoder, _json.encode_basestring_ascii
 
         def loads(text):

@@ -33,8 +33,8 @@ read-only binds, ~17 ms over a bare interpreter; within that the network namespa
 mounts and the second user namespace (uid 65534, no nested namespaces) ~0.4 ms each; the seccomp filter
 and the per-run cgroup (joined by the starting thread, see :mod:`.cgroup`) are within the noise.
 
-Where a run's wait goes, and what warm spares (:mod:`.spares`) leave of it (2026-12-01, same VM at load
-3-4, ``run("pass")``, medians of 30, bare ``python -I -S -c pass`` 17.6-17.8 ms):
+Where a run's wait goes, and what warm spares (:mod:`.spares`) leave of it (same VM at load 3-4,
+``run("pass")``, medians of 30, bare ``python -I -S -c pass`` 17.6-17.8 ms):
 
 =====================================================  ===========  ================
 stage                                                  cold start   on a warm spare

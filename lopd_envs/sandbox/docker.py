@@ -3,8 +3,8 @@
 
 Starting a container costs 0.5-1 s and every engine call (``docker exec``) ~100 ms, so containers are started
 ahead and kept warm, and a run makes no engine call at all. Why the in-container server is kept, measured
-(``python benchmarks/sandbox_throughput.py --overhead-only --rounds 30``, 2026-12-03, the 2-core dev VM at
-load 5.5, medians of interleaved rounds running ``pass``): one ``docker exec`` per run of the same
+(``python benchmarks/sandbox_throughput.py --overhead-only --rounds 30``, the 2-core dev VM at load 5.5,
+medians of interleaved rounds running ``pass``): one ``docker exec`` per run of the same
 ``RUNNER`` in the same warm container (the design without the server, the benchmark's
 ``DockerExecPerRun``) 138.8 ms a run; through the server 54.9 ms with no spare, 20.5 ms with the spare
 started ahead (a bare ``python -I -S -c pass`` on the host: 30.2 ms; bubblewrap 16.1 ms). The server makes
@@ -43,10 +43,8 @@ this host's file system (a local engine). The image is any Python image the user
 or ``LOPD_SANDBOX_IMAGE``) whose ``python`` is on ``PATH`` and which lets ``docker exec`` run as root;
 ``lopd sandbox build-image`` builds one offline from this host's interpreter.
 
-The module is over 400 lines because a container's whole life is here and nowhere else: the in-container
-programs (the init and ``RUNNER``, ~100 lines of text run inside, not here), the warm pool (start, acquire,
-replace, close), and the host's end of the server's channel (flow control, kill and clean). What a run means
-(deadlines, output budget, scorer, verdict) is not here: :mod:`.supervise`, shared with the local backends.
+What a run means (deadlines, output budget, scorer, verdict) is not here: :mod:`.supervise`, shared with the
+local backends.
 """
 
 from __future__ import annotations
@@ -65,6 +63,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from lopd_envs.sandbox import docker_server as wire
 from lopd_envs.sandbox.base import (
@@ -305,6 +304,8 @@ class DockerSandbox(Sandbox):
         folder = Path(tempfile.mkdtemp(prefix="lopd-docker-"))
         os.chmod(folder, 0o755)
         tmpfs = f"size={shape.file_size},nr_inodes=4096,mode=1777"
+        from docker.types import LogConfig  # imported with the SDK by __init__ already
+
         try:
             container = self.client.containers.run(
                 self.image, ["python", "-I", "-S", "-c", INIT], detach=True, user=ROOT, working_dir="/sandbox",
@@ -315,13 +316,13 @@ class DockerSandbox(Sandbox):
                 environment={"HOME": "/tmp", "PATH": PATH},
                 sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.msgmni": "0",
                          "kernel.sem": "0 0 0 0", "fs.mqueue.queues_max": "0"},
-                log_config={"type": "none"}, labels={LABEL: self._owner})
+                log_config=LogConfig(type="none"), labels={LABEL: self._owner})
         except Exception:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         warm = _Warm(container, folder)
         try:
-            warm.channel = _Channel(self.client.api, container.id, self.spare_ahead)
+            warm.channel = _Channel(self.client.api, cast(str, container.id), self.spare_ahead)  # started: it has an id
         except BaseException:
             _remove(warm)
             raise
@@ -438,11 +439,12 @@ class DockerSandbox(Sandbox):
         attempt = dead = 0
         while True:
             warm = self._acquire(shape)
-            if not warm.channel.alive():  # the container or its server died while idle: a fresh one
+            channel = cast(_Channel, warm.channel)  # a pooled container's channel is open (_start)
+            if not channel.alive():  # the container or its server died while idle: a fresh one
                 self._replace(shape, warm)
                 dead += 1
                 if dead > 2 * self.max_containers:
-                    raise RuntimeError(f"the containers' run servers keep dying{warm.channel.tail()}")
+                    raise RuntimeError(f"the containers' run servers keep dying{channel.tail()}")
                 continue
             clean = False
             try:
@@ -470,7 +472,7 @@ class DockerSandbox(Sandbox):
         a scorer error) has the server kill and clean before this returns."""
         args = limits.rlimit_args()
         args[3] = "-1"  # RLIMIT_NPROC counts uid 65534 across every container: the pids cgroup limits it
-        channel = warm.channel
+        channel = cast(_Channel, warm.channel)  # a pooled container's channel is open (_start)
         feed = _Feed(stdin, close=interact is None)
         start = time.monotonic()
         channel.queue(wire.RUN, "\0".join([*args, "/sandbox/main.py"]).encode())

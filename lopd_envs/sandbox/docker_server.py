@@ -30,9 +30,8 @@ taken (delivered or, once the program stopped reading, dropped), so the host kee
 stdin in flight and the server's buffers stay bounded; ``X`` + decimal exit status (128 + signal when
 killed) once the supervisor has exited and both its streams are closed.
 
-The module is a little over 400 lines because it runs alone inside the container (standard library only,
-read as one file by :mod:`.docker`): it cannot share the host's helpers, so its poll loop, flow control and
-spare handling are all written here.
+It runs alone inside the container (standard library only, read as one file by :mod:`.docker`), so it
+cannot use the host's helpers: its poll loop, flow control and spare handling are all written here.
 """
 
 from __future__ import annotations

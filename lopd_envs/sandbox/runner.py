@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO, cast
 
 from lopd_envs.sandbox import cgroup
 from lopd_envs.sandbox.base import Interact, Limits, OutputBudget, RunResult, as_user
@@ -100,13 +101,13 @@ def finish(run: Started, stdin: bytes, limits: Limits, backend: str, isolating: 
         oom = run.group.oom_killed() if run.group is not None else False
         if run.group is not None:
             run.group.remove()
-    return pump.watch.result(exit_code, backend, isolating, oom_killed=oom)
+    return cast(_Pump, pump).watch.result(exit_code, backend, isolating, oom_killed=oom)  # a failed _Pump() re-raised
 
 
 def discard(run: Started, grace: float = 0.5) -> None:
     """Kill and reap a launched command that will not be used (a warm spare thrown away)."""
     stop(run.proc, run.group, run.uid, run.monitor, grace)
-    for stream in (run.proc.stdin, run.proc.stdout, run.proc.stderr):
+    for stream in pipes(run.proc):
         try:
             stream.close()
         except OSError:
@@ -147,7 +148,7 @@ class _Pump:
 
     def __init__(self, proc: subprocess.Popen, watch: Supervision):
         self.proc, self.watch = proc, watch
-        self.out_fd = proc.stdout.fileno()
+        self.out_fd = pipes(proc)[1].fileno()
         self.writer: threading.Thread | None = None
 
     def run(self, stdin: bytes) -> None:
@@ -155,7 +156,7 @@ class _Pump:
                                        daemon=True)
         self.writer.start()
         with selectors.DefaultSelector() as sel:
-            for stream in (self.proc.stdout, self.proc.stderr):
+            for stream in pipes(self.proc)[1:]:
                 sel.register(stream, selectors.EVENT_READ)
             coalesce = float(getattr(self.watch.interact, "coalesce", 0.0) or 0.0)
             while sel.get_map():
@@ -191,7 +192,8 @@ class _Pump:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.join(timeout=1.0)
-        for stream in (self.proc.stdout, self.proc.stderr, self.proc.stdin):
+        stdin, stdout, stderr = pipes(self.proc)
+        for stream in (stdout, stderr, stdin):
             try:
                 stream.close()
             except OSError:
@@ -395,12 +397,17 @@ def _feed(pipe, data: bytes, close: bool = True) -> None:
         pass
 
 
+def pipes(proc: subprocess.Popen) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """A run's stdin, stdout and stderr: :func:`launch` opens all three as pipes, so none is None."""
+    return cast("tuple[IO[bytes], IO[bytes], IO[bytes]]", (proc.stdin, proc.stdout, proc.stderr))
+
+
 def _answer(proc: subprocess.Popen, message: bytes | None) -> None:
     """Send an ``interact`` answer to the program (it may have closed its end: then nothing happens)."""
     if not message:
         return
     try:
-        os.write(proc.stdin.fileno(), message)
+        os.write(pipes(proc)[0].fileno(), message)
     except (BrokenPipeError, OSError, ValueError):
         pass
 

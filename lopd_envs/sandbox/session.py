@@ -224,11 +224,11 @@ class SandboxSession:
             raise
         self.proc = self._run.proc
         self._finalizer = weakref.finalize(self, _shutdown, self._run, self._uid, self._workdir)
-        self._in = self.proc.stdin.fileno()
+        self._in = runner.pipes(self.proc)[0].fileno()
         os.set_blocking(self._in, False)  # writes wait in the selector, up to the request's deadline
         self._buffer = bytearray()
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout.fileno(), selectors.EVENT_READ)
+        self._selector.register(runner.pipes(self.proc)[1].fileno(), selectors.EVENT_READ)
         self._writable = selectors.DefaultSelector()
         self._writable.register(self._in, selectors.EVENT_WRITE)
         self._drain = threading.Thread(target=self._drain_stderr, daemon=True)
@@ -284,7 +284,7 @@ class SandboxSession:
 
     def _read_exact(self, n: int, deadline: float, timeout: float) -> bytes:
         """``n`` bytes of the reply, read in large chunks (a header and its body usually arrive together)."""
-        fd = self.proc.stdout.fileno()
+        fd = runner.pipes(self.proc)[1].fileno()
         while len(self._buffer) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -318,7 +318,7 @@ class SandboxSession:
         self._selector.close()
         self._writable.close()
         self._drain.join(timeout=1.0)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+        for stream in runner.pipes(self.proc):
             try:
                 stream.close()
             except OSError:
@@ -338,7 +338,7 @@ class SandboxSession:
             pass
 
     def _drain_stderr(self) -> None:
-        fd = self.proc.stderr.fileno()
+        fd = runner.pipes(self.proc)[2].fileno()
         while True:
             try:
                 data = os.read(fd, 65536)

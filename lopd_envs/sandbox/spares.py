@@ -206,7 +206,7 @@ class SpareStock:
             pass
         with self._cond:
             keep = spare is not None and self.size > 0
-            if keep:
+            if spare is not None and keep:
                 self._ready.setdefault(key, deque()).append(spare)
         try:
             if spare is not None and not keep:  # before the count drops: close() returns only once it is gone
@@ -245,7 +245,7 @@ class SpareStock:
         self._cond = threading.Condition()
         for ready in self._ready.values():
             for spare in ready:
-                for stream in (spare.run.proc.stdin, spare.run.proc.stdout, spare.run.proc.stderr):
+                for stream in runner.pipes(spare.run.proc):
                     try:
                         stream.close()
                     except OSError:

@@ -31,7 +31,7 @@ class ACEBenchEnv(AgentEnv):
     default_max_turns = 40
 
     def __init__(self, category: str | Sequence[str] = "all", language: str = "en",
-                 user: UserSimulator | Sequence[str] | None = None, max_dialog_turns: int = 40, **kwargs: Any):
+                 user: UserSimulator | list[str] | tuple[str, ...] | None = None, max_dialog_turns: int = 40, **kwargs: Any):
         check_choice("language", language, LANGUAGES)
         self.language = language
         self.user: Callable[[list[dict[str, str]]], str] | None = (

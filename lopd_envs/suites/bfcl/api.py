@@ -36,7 +36,7 @@ from collections.abc import Callable
 from functools import cache, lru_cache
 from hashlib import sha1
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.suites.bfcl.data import API_MODULES, STATELESS_APIS, api_source_path, json_copy, verified_source
 
@@ -146,7 +146,7 @@ class Runner:
                 head = head.split(".")[1]
             if head in BLOCKED:
                 raise PermissionError(f"Function call {head} is not allowed.")
-            tree = compile(call, "<string>", "eval", ast.PyCF_ONLY_AST)
+            tree = cast(ast.Expression, compile(call, "<string>", "eval", ast.PyCF_ONLY_AST))
             result = self._eval(tree.body)
         except (Exception, RecursionError) as exc:  # everything a model call can do wrong
             return f"Error during execution: {exc}", True

@@ -22,7 +22,7 @@ The official rules, quirks included (``official`` mode; ``strict`` changes none 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.suites.bfcl.convert import JAVA_TYPES, JS_TYPES, java_value, js_value
 
@@ -56,13 +56,14 @@ def ast_check(functions: list[dict], decoded: list[dict], answer: list[dict], la
         if len(decoded) != len(answer):
             return fail("multiple_function_checker:wrong_count", "Wrong number of functions.")
         expected = next(iter(answer[0]))
-        return check_call(find_description(functions, expected), decoded[0], answer[0], language)
+        return check_call(cast(dict, find_description(functions, expected)), decoded[0], answer[0], language)
     if len(decoded) != 1:
         return fail("simple_function_checker:wrong_count", "Wrong number of functions.")
     return check_call(functions[0], decoded[0], answer[0], language)
 
 
 def find_description(functions: list[dict], name: str) -> dict | None:
+    """The function named ``name``, or None (then :func:`check_call` raises, as the official checker does)."""
     return next((f for f in functions if f["name"] == name), None)
 
 
@@ -72,7 +73,7 @@ def parallel_no_order(functions: list[dict], decoded: list[dict], answer: list[d
         return fail("parallel_function_checker_no_order:wrong_count", "Wrong number of functions.")
     matched: set[int] = set()
     for i, expected in enumerate(answer):
-        description = find_description(functions, next(iter(expected)))
+        description = cast(dict, find_description(functions, next(iter(expected))))
         errors: list[Any] = []
         result: Result = fail("parallel_function_checker_no_order:cannot_find_match")
         for index, call in enumerate(decoded):

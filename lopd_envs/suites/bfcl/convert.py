@@ -226,8 +226,8 @@ def _rows_end(code: str, blank: list[int], first: int, closer: str) -> int | Non
         ended = None
         if p < n and code[p] == ",":
             start = blank[p + 1]
-            if start < n and code[start] == "[" and start + 1 <= n and row[start + 1] is not None:
-                ended = rest[blank[row[start + 1] + 1]]
+            if start < n and code[start] == "[" and start + 1 <= n and (closed := row[start + 1]) is not None:
+                ended = rest[blank[closed + 1]]
         if ended is None and p < n and code[p] == closer:
             ended = p + 1
         rest[p] = ended

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.callast import DecodeError, literal_arithmetic, parse_expression, resolve_call
 
@@ -53,7 +53,7 @@ def decode_python(text: str, strict: bool = False) -> Decoded:
     if isinstance(body, ast.Call):
         nodes = [body]
     elif isinstance(body, (ast.List, ast.Tuple, ast.Set)):
-        nodes = body.elts
+        nodes = cast("list[ast.Call]", body.elts)  # checked on the next line
         if not all(isinstance(n, ast.Call) for n in nodes):
             raise DecodeError("every element of the list must be a function call")
     else:
@@ -123,7 +123,7 @@ def _split_top_level(text: str) -> list[str]:
                 raise DecodeError("unbalanced brackets")
         elif ch == "<":
             reach = _closing_reachable(text) if reach is None else reach
-            if reach[_GENERIC_ITEMS.match(text, i).end()]:
+            if reach[cast(re.Match, _GENERIC_ITEMS.match(text, i)).end()]:  # it matches at a "<"
                 depth.append("<")
         elif ch == ">" and depth and depth[-1] == "<":
             depth.pop()
@@ -165,7 +165,8 @@ _OPERAND_END = {"str", "num", "id"}
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
-    return [(m.lastgroup, m.group()) for m in _TOKEN.finditer(text) if m.lastgroup != "space"]
+    # every alternative of _TOKEN is a named group, so lastgroup is a name
+    return [(cast(str, m.lastgroup), m.group()) for m in _TOKEN.finditer(text) if m.lastgroup != "space"]
 
 
 def _valid_expression(text: str, language: str) -> bool:
@@ -211,6 +212,7 @@ def _valid_expression(text: str, language: str) -> bool:
             elif depth_braces <= 0:
                 return False
         previous = (kind, value)
+    previous = cast("tuple[str, str]", previous)  # tokens is not empty
     return not (previous[0] == "op" and previous[1] not in (")", "]", "}", "++", "--"))
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.actions import AssistantTurn
 from lopd_envs.assets import locate
@@ -144,6 +144,8 @@ def decode_action(turn: AssistantTurn, item: BFCLItem, strict: bool) -> tuple[An
 
 
 class SingleTurnEpisode(Episode):
+    env: BFCLv3Env
+
     def __init__(self, env: BFCLv3Env, task: Task):
         super().__init__(env, task)
         self.item: BFCLItem = task.data
@@ -169,6 +171,8 @@ class SingleTurnEpisode(Episode):
 
 
 class MultiTurnEpisode(Episode):
+    env: BFCLv3Env
+
     def __init__(self, env: BFCLv3Env, task: Task):
         super().__init__(env, task)
         self.item: BFCLItem = task.data
@@ -293,7 +297,8 @@ class BFCLv3Env(AgentEnv):
             turns = []
             for k, calls in enumerate(item.answer):
                 gold = [keyword_call(c, item.entry["involved_classes"], self.data_dir) for c in calls]
-                turns.append(f"Turn {k + 1}: " + (as_text(gold) if gold else "(no call)"))
+                # multi-turn tasks are Python, whose text as_text always writes
+                turns.append(f"Turn {k + 1}: " + (cast(str, as_text(gold)) if gold else "(no call)"))
             return "\n".join(turns)
         if item.answer is None:
             return ("Call one of the functions." if task.category == "live_relevance" else

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.actions import ToolCall
 from lopd_envs.suites.bfcl.api import api_class, public_methods
@@ -181,7 +181,7 @@ def keyword_call(call: str, classes: list[str], data_dir: str | None = None) -> 
             method = getattr(cls, name)
             break
     args = [ast.literal_eval(a) for a in node.args]
-    kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+    kwargs = {cast(str, kw.arg): ast.literal_eval(kw.value) for kw in node.keywords}  # gold calls have no **
     if args and method is not None:
         bound = inspect.signature(method).bind_partial(None, *args, **kwargs)
         kwargs = {k: v for k, v in bound.arguments.items() if k != "self"}

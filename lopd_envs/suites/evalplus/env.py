@@ -22,6 +22,7 @@ class CodeEpisode(CodeAnswerEpisode):
     """One problem, one answer: the function is taken from the answer and judged on base and plus inputs."""
 
     system_prompt = SYSTEM
+    env: EvalPlusEnv
 
     def judge(self, text: str) -> tuple[dict[str, Any], str]:
         problem = self.task.data

@@ -8,7 +8,7 @@ import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,14 +63,14 @@ def output_matches(dataset: str, entry_point: str, inp: Sequence[Any], out: Any,
             elif entry_point in not_none:
                 exact = out == exp if isinstance(out, bool) else exp == (out is not None)
         if dataset == "humaneval" and entry_point == "find_zero":
-            return abs(poly(*inp, out)) <= atol, atol, strict
+            return abs(poly(*inp, out)) <= atol, atol, strict  # pyright: ignore[reportCallIssue]  # inp is [xs]
         next_atol = atol
         if atol == 0 and is_floats(exp):
             atol = next_atol = 1e-6
         if not exact and atol != 0:
             if type(out) != type(exp):  # noqa: E721 - evalplus compares exact types
                 return False, next_atol, True
-            if isinstance(exp, (list, tuple)) and len(out) != len(exp):
+            if isinstance(exp, (list, tuple)) and len(cast("list | tuple", out)) != len(exp):  # out: exp's type
                 return False, next_atol, True
             return bool(np.allclose(out, exp, rtol=1e-07, atol=atol)), next_atol, True
         return bool(exact), next_atol, True
@@ -171,7 +171,9 @@ class FastCheck:
 
     def __call__(self, rec: dict) -> str | None:
         name, i = rec.get("g"), rec.get("i")
-        st = self.state.get(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            return None
+        st = self.state.get(name)
         if st is None or st["failed"] or "v" not in rec or i != st["next"]:
             return None
         expected = getattr(self.oracle, name)

@@ -56,6 +56,7 @@ class LiveCodeBenchEpisode(CodeAnswerEpisode):
     """One problem, one answer: the fenced code is run on every public and private test."""
 
     system_prompt = SYSTEM
+    env: LiveCodeBenchEnv
 
     def judge(self, text: str) -> tuple[dict[str, Any], str]:
         strict = self.env.scoring == "strict"

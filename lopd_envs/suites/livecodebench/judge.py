@@ -8,7 +8,7 @@ import inspect
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.codeexec.channel import ResultChannel
 from lopd_envs.codeexec.functest import harness_source
@@ -176,7 +176,7 @@ def verdicts(problem: dict, channel: ResultChannel, stopped: bool, meta: dict[st
                              "inputs": compact(problem["inputs"][i], 200),
                              "expected": compact(problem["outputs"][i], 200)}
         results.append(True)
-    if stopped and not channel.schedule.compiled:  # the host stopped the load (deadline or budget)
+    if stopped and not cast(TestSequence, channel.schedule).compiled:  # the host stopped the load (deadline or budget)
         return [-4], {**meta, "error_code": -4, "error_message": "Error during testing: "
                       + (channel.violation or "compilation did not finish by the host's deadline")}
     if stopped and len(results) < n:  # the host stopped the pending test

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from lopd_envs.suites.acebench.scenarios.base import Scenario
 
@@ -217,15 +217,18 @@ class Travel(Scenario):
         user = self.authenticate_user(user_id, password)
         if not user:
             return self._text["auth_failed"]
-        flight = next((f for f in self.flights if f["flight_no"] == flight_no and f["status"] == "available"), None)
+        # no such flight: None fails on the next line, as in the official code
+        flight = cast(dict, next((f for f in self.flights if f["flight_no"] == flight_no and f["status"] == "available"),
+                                 None))
         price = flight["economy_price"] if cabin == self._economy else flight["business_price"]
         total = price + self.calculate_baggage_fee(user["membership_level"], cabin, baggage_count)
         if payment_method not in ("cash", "bank"):
             return self._text["bad_payment"]
         key = f"{payment_method}_balance"
-        if total > self.users.get(user_id)[key]:
+        account = cast(dict, self.users.get(user_id))  # authenticated above
+        if total > account[key]:
             return self._text[f"{payment_method}_short"]
-        self.users.get(user_id)[key] -= total
+        account[key] -= total
         flight["seats_available"] -= 1
         reservation_id = f"res_{len(self.reservations) + 1}"
         self.reservations.append({"reservation_id": reservation_id, "user_id": user_id, "flight_no": flight_no,

@@ -14,9 +14,8 @@ The policy is the backbone with LoRA adapters from peft: ``student`` (trained an
 LOPD, ``composer`` (the composer's encoder). Both share the one copy of the base weights; with all
 adapters disabled the backbone is the frozen teacher.
 
-The module is a little over 400 lines because it is the one place that touches transformers and peft
-directly (loading, adapters, export, the hub, chat rendering): short functions that every other part of the
-trainer and the evaluator calls, kept together so that a change of either library is made here only.
+It is the one place that touches transformers and peft directly (loading, adapters, export, the hub, chat
+rendering), so that a change of either library is made here only.
 """
 
 from __future__ import annotations
@@ -227,7 +226,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
 def native_bf16_cpu(cpuinfo: str | None = None) -> bool | None:
     """Whether this CPU computes bf16 in hardware (the ``avx512_bf16`` or ``amx_bf16`` flag); None where it cannot
     tell (no ``/proc/cpuinfo``). Without it torch's bf16 matmuls fall back to a reference kernel: measured
-    2026-12-04 on an AVX2-only AMD EPYC (SmolLM2-135M, 400 tokens, one thread), a bf16 forward 2.3x and its
+    on an AVX2-only AMD EPYC (SmolLM2-135M, 400 tokens, one thread), a bf16 forward 2.3x and its
     backward 29x slower than float32, where a CPU with ``avx512_bf16`` ran bf16 ~1.4x faster than float32."""
     try:
         text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
@@ -266,7 +265,7 @@ def warn_oversubscribed(threads: int, load: float, cores: int) -> str | None:
     tests), else None. torch's CPU kernels split each matmul over its threads and wait for the slowest; when
     another process holds a core, a thread waits for the scheduler at every kernel: the README main job's cold
     start took 145-470 s a step with two threads beside three single-thread processes on two cores, and 9 s
-    alone (2026-12-04). One thread then runs at least as fast as two, so the run should say so before its
+    alone. One thread then runs at least as fast as two, so the run should say so before its
     first step; a machine that becomes busy later is not caught."""
     free = cores - load
     if threads <= 1 or free >= threads - 0.5:

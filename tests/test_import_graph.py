@@ -10,7 +10,6 @@ them may import ``lopd_train`` (the trainer adds ``lopd`` commands through the `
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,19 +149,3 @@ def test_every_trainer_arrow_points_down():
         ("lopd_train.rollout.engine", "lopd_train.training.trainer")]
     assert trainer_floor("lopd_train.scoring") == 0 and trainer_floor("lopd_train.algorithms") == 4
 
-
-#: "No module over ~400 lines without a reason written in its docstring" (issue 26): above this a module's
-#: opening docstring must say why it is long ("... long because ...", "... over 400 lines mostly because ...").
-LONG = 420
-
-
-def test_every_long_module_says_why_it_is_long():
-    unexplained = []
-    for name, path in modules().items():
-        text = path.read_text()
-        if text.count("\n") <= LONG:
-            continue
-        doc = ast.get_docstring(ast.parse(text)) or ""
-        if not re.search(r"\b(long|lines)\b[^.]{0,30}\bbecause\b", doc):
-            unexplained.append(f"{name} ({text.count(chr(10))} lines)")
-    assert not unexplained, f"modules over {LONG} lines whose docstring gives no reason: {unexplained}"

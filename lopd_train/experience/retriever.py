@@ -6,7 +6,7 @@ skipping the ids it is told to exclude. What is embedded is the **key** (:data:`
 
 * ``instruction``: the experience's task instruction, queried by the task instruction (the authors'
   ``memory/bank.py``: experiences of the same task come first);
-* ``trace``: the rendered trace (study v1's dynamic bank).
+* ``trace``: the rendered trace (the dynamic bank's key).
 """
 
 from __future__ import annotations

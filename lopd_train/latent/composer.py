@@ -13,7 +13,7 @@ Two compressors (``--composer``):
   width, one attention block and one feed-forward block (x4) applied ``depth`` times with shared weights
   (8 in their configs), the queries attending over [memory; queries], heads as the backbone's. Its output is
   ``LayerNorm(proj_out(.))``: RMS about 1, the authors' scale, whatever the token embeddings' scale;
-* ``qformer``: study v2's smaller BLIP-style Q-Former (separate self- and cross-attention layers at width
+* ``qformer``: lopd's smaller BLIP-style Q-Former (separate self- and cross-attention layers at width
   ``--qformer-dim``), its output scaled to the token embeddings' RMS by a learned gain.
 
 The anchor (``losses.anchor_loss``) is divided by the cold-started latents' mean square

@@ -10,7 +10,7 @@ a few-shot prompt (BFCL's ``few_shot=``) puts worked examples as earlier user/as
 conversation history (ACEBench's multi-turn tasks) earlier user turns, and a multi-turn episode's later
 requests arrive after the opening. The authors' code injects into the *first* user message because there the
 first user message is the task; with demonstrations in front, the first one is a demonstration, two turns
-before what the student answers (study v1 put the latents there: issue 23).
+before what the student answers.
 
 For LOPD the context is a run of ``n_latent`` placeholder ids (the tokenizer's pad id) whose input
 embeddings the scorer replaces with the J·K latent tokens; for text baselines (SDPO) it is the tokens of a

@@ -2,12 +2,14 @@
 batch and the same model, every ratio against GRPO's update measured in the same run (targets for LOPD, issue
 23: update <= 2x GRPO's, whole step <= 1.5x).
 
-    python benchmarks/trainer_step.py --threads 1 --reps 2 --explain   # the committed run (see below)
+    python benchmarks/trainer_step.py --threads 1 --reps 2 --explain   # the committed run (results README)
     python benchmarks/trainer_step.py            # SmolLM2-135M-Instruct, 1 task x 4 rollouts, all six algorithms
     python benchmarks/trainer_step.py --algos grpo lopd --reps 2      # GRPO and LOPD only (faster)
     python benchmarks/trainer_step.py --model tiny-random --reps 2
     python benchmarks/trainer_step.py --sweep --tasks 2 --group 2   # learning rates x LoRA ranks
-    (results, with their commands and load averages: benchmarks/results/trainer_step/)
+    python benchmarks/trainer_step.py --algos grpo lopd --mmap-threshold-1mib   # memory as earlier revisions
+    (results, with their commands and load averages, and the history of the figures:
+    benchmarks/results/trainer_step/README.md)
 
 This command line is stable: whoever changes an algorithm's update re-runs the first command and compares
 its table with ``benchmarks/results/trainer_step/smollm2_default.txt``. ``--json FILE`` also writes every
@@ -33,149 +35,23 @@ a warm-up round is not counted. Each ratio is paired: an algorithm's update over
 then the median and range (min-max) over rounds; the CPU time of the process is given beside the wall time
 (less sensitive to other jobs). The whole step is the round's rollout of the batch (HF generate with the
 student LoRA, at most ``--completion-tokens`` new tokens, temperature 1; ``benchmarks/generation.py``
-measures rollout speed properly) plus the update. The timing process runs with the allocator as the trainer
-has it (see "Why" below). Memory: each algorithm alone in a fresh process, two side by side; on CUDA the
-peak allocated by torch during the update; on CPU the process's peak resident set during the update,
-sampled every 5 ms, in total and as the increase over the resident set before the update (these processes
-run with ``MALLOC_MMAP_THRESHOLD_=1MiB`` so that freed blocks leave the resident set).
+measures rollout speed properly) plus the update.
+
+Every process runs with the allocator as lopd-train has it (``lopd_train.training.allocator.configure``:
+``LOPD_MALLOC``). Memory: each algorithm alone in a fresh process, two side by side, its peak over a warm-up
+and ``--memory-reps`` updates, for the whole update and per section, two figures side by side
+(:class:`MemoryMonitor`): on the CPU the resident set (RSS) and the bytes in use on the C heap (glibc
+``mallinfo2``: ``uordblks + hblkhd``), each also as the increase over the start of the update; on CUDA torch's
+peak reserved and allocated bytes. The resident set is what the machine must have, fragmentation and freed
+memory the allocator keeps included; the bytes in use are what the update holds: the gap between them is the
+allocator's. ``--mmap-threshold-1mib`` runs the memory workers with ``MALLOC_MMAP_THRESHOLD_=1MiB`` instead,
+as earlier revisions measured (the resident set then tracks live memory, which hides the fragmentation the
+trainer pays; see ``run_worker``).
 
 Sections (:class:`SectionTimer`): each update split into student forward/backward, teacher forward,
 compose, composer backward, Skill-SD's summaries, contexts, optimiser steps and the rest, with wall time,
-CPU time and minor page faults per section.
-
-Measured 2026-12-03 10:48-10:56, ``--threads 1 --reps 2 --explain``, 1 task x 4 rollouts (1,172 sequence
-tokens, 128 sampled), a quiet machine (load 1.0-1.2 on 2 cores;
-``benchmarks/results/trainer_step/smollm2_default.txt``), after the teacher's frozen prompt head became a
-per-run cache and the student started scoring whole chunks of groups in one pass (``--score-batch``; with one
-task, as here, nothing to share across groups), median (min-max) of the 2 rounds:
-
-  algorithm  update s (wall)      vs GRPO, per round   vs GRPO, CPU   whole step vs GRPO  peak MB (vs GRPO)
-  GRPO        3.35 (3.18-3.52)    1                    1              1                   1,968
-  LOPD       11.74 (10.05-13.42)  3.49x (3.16-3.81)    3.52x          1.93x               3,574 (1.82x)
-  OPSD        6.30 (5.54-7.06)    1.87x (1.74-2.01)    1.89x          1.33x               2,004 (1.02x)
-  SDPO       10.45 (9.35-11.54)   3.11x (2.94-3.28)    3.13x          1.79x               2,031 (1.03x)
-  SDFT        5.94 (5.34-6.54)    1.77x (1.68-1.86)    1.78x          1.29x               2,223 (1.13x)
-  Skill-SD    9.36 (8.72-10.01)   2.79x (2.74-2.84)    2.80x          1.67x               2,217 (1.13x)
-
-So, on this shape (one group, J = 3 experiences of 128 tokens), LOPD's update is 3.49x GRPO's (goal <= 2x:
-not met) and its whole step 1.93x (goal <= 1.5x: not met). The ratios are higher than the run below
-(07:11, 2.52x) because that machine was loaded 9-12 on 2 cores, which slowed GRPO's short update more than
-LOPD's; the absolute times fell 3.4x (GRPO) and 2.4x (LOPD). LOPD's sections: student forward 1.9 and
-backward 2.1 s (GRPO's 1.5 and 1.8), compose (encoder + Q-Former over J = 3 experiences) 2.0, teacher forward
-1.5, composer backward 4.0: the composer's encoder over the experiences and the backward through it are
-what is left, and they are the method (the encoder is a LoRA on every layer).
-
-**On the study's own shape** (2026-12-04 00:00-00:15, ``--threads 1 --reps 1 --memory-reps 0 --tasks 4
---group 2 --prompt-tokens 850 --completion-tokens 26 --top-j 1 --experience-tokens 128 --dtype bfloat16
---algos grpo lopd --explain``: 4 tasks x 2 rollouts of an ~850-token prompt, ~26 sampled tokens each, J = 1,
-bf16, as ``examples/study_v2/base.toml`` runs; one timed round beside the study's two runs and the PIG
-curve, load 4.1; ``benchmarks/results/trainer_step/smollm2_study_shape.txt``): GRPO 32.8 s, LOPD 68.8 s,
-**2.09x** (CPU 2.05x), whole step **1.66x** (rollout 21.3 s). Sections: student forward 10.9 and backward
-20.1 s (GRPO's 11.7 and 21.0), compose 5.3, teacher forward 7.4, composer backward 23.9. A profile of the
-same update (torch.profiler, 68 CPU s) puts 42 % in the CPU flash-attention kernels (34 % in their backward)
-and 33 % in matrix products; the math attention backend is not faster at these shapes (measured per layer:
-flash backward 41 ms against math 32 ms for the teacher's 111-query tail over 1,011 keys, but 209 against
-284 ms for the student's continuations, and slower forwards throughout). So on the study's setting LOPD's update is
-at the goal's edge (<= 2x) and its whole step is not (<= 1.5x); what it adds over GRPO is the encoder's
-forward and backward over the experience and the teacher's tail (latents, question, continuations) with a
-graph, both the method.
-
-**In float32, the study's dtype since 2026-12-04** (an AVX2 EPYC without bf16 hardware; the same command with
-``--dtype float32`` and no ``--explain``, one timed round beside the study's two runs, load 3.1-3.2), now with
-the **probe NLL** that a cold-started run computes after every composer update (the teacher's NLL on 4 banked
-successes with the new latents; earlier revisions of this benchmark left it out because they ran no cold
-start):
-
-  allocator                                    GRPO s   LOPD s   update   whole step   LOPD student forward
-  glibc's defaults (lopd-train's default)        28.3     86.8     3.07x    2.23x        26.3 s, 781 k faults
-  ``LOPD_MALLOC=keep`` (``training/allocator.py``) 27.6     70.4     2.55x    1.89x        14.0 s, 0 faults
-
-(``benchmarks/results/trainer_step/smollm2_study_shape_fp32.txt`` and ``..._fp32_keep.txt``). In float32 the page faults of LOPD's
-student forward (its activations mapped fresh because the composer's and teacher's graphs hold the heap, the
-effect described below) cost 15 s, more than in bf16; ``LOPD_MALLOC=keep`` keeps freed memory in the process
-(``lopd_train/training/allocator.py``: no mmap, no trim), which removes them (GRPO's update is unchanged, its
-memory was already reused) without changing the peak (8,126 MB against 8,115). It is not lopd-train's default:
-the same setting made the main job's composer cold start ~3x slower (see that module). With it, LOPD's sections: student
-forward 14.0 and backward 15.1 s (GRPO's 11.2 and 16.3), compose 5.5, teacher forward 7.8, composer backward
-15.5, probe NLL 12.2. Without the probe the update would be 58.2 s, 2.11x, as in bf16 (2.09x); the probe is
-the diagnostic issue 23 asks for after each composer update, and costs 17 % of the update. So LOPD's update is
-3.07x GRPO's with lopd-train's default allocator, 2.55x with ``keep`` (goal <= 2x), its whole step 2.23x and
-1.89x (goal <= 1.5x): not met. What it adds over GRPO is the
-method (the encoder's forward and backward over the experience, the teacher's tail with a graph to the latents)
-and the probe.
-
-**After adapter switching stopped walking every module** (2026-12-04 13:03, ``models.set_adapter_mode``; the
-same command, default allocator, load 4.0-4.3, ``..._fp32_switch.txt``): GRPO 42.4 s, LOPD 102.2 s, **2.41x**
-(CPU 2.42x), whole step **1.82x**, peak memory 1.90x; sections: student forward 19.9 and backward 21.7 (GRPO's
-17.8 and 24.4), compose 7.4, teacher forward 10.0, composer backward 24.3, probe NLL 17.4 (without it 2.00x).
-At 2 tasks x 2 rollouts, with ``--profile 30``: 2.19x, whole step 1.65x; the profile of LOPD's update is
-56 % ``aten::mm`` and 24 % attention (its forward and backward kernels), nothing else above 4 %: on the CPU
-what is left is the method's own compute. On a 36-layer model the old switches cost ~0.16 s and ~0.27 s each
-(a few dozen per update), which matters most on a GPU (``benchmarks/results/gpu_check/README.md``).
-
-**After composing a chunk's groups in one encoder pass** (2026-12-04 16:05-16:24, ``LOPD.compose_many``; the same
-command, one timed round with five processes on the two cores, load 6.3-6.5, ``..._fp32_batched.txt``): GRPO
-42.9 s, LOPD 128.0 s, 2.98x (CPU 2.95x), whole step 2.05x. On the CPU the one pass changes nothing (compose 7.3 s
-against 7.4; the same FLOPs); what moved is the load: LOPD's student forward and backward, the same passes as
-GRPO's, took 29.5 CPU s against GRPO's 20.6, with 561 thousand page faults (the graphs-alive effect described
-below, larger on a loaded machine). The one pass is for the GPU, where each pass is a few hundred small kernels:
-there LOPD's update at this shape fell from 4.2-5.2 s (8-10x GRPO's) to 2.17 s (4.75x), and **at the reference's
-shape** (random Qwen3-4B, bf16, 32 tasks x 1 rollout, J = 3, 1,024-token prompts, 256 sampled tokens, gradient
-checkpointing) LOPD's update is **2.10x** GRPO's (33.5 s against 16.0) and its whole step **1.44x**
-(``benchmarks/results/gpu_check/README.md``, runs 3-4): the whole-step goal is met where the reference runs, the
-update goal nearly; on this CPU neither is.
-
-**The same command on a quiet machine** (2026-12-04 18:41-18:48, the study stopped, one other single-threaded
-job on the second core, load 2.3, two timed rounds, ``..._fp32_quiet.txt``): GRPO 16.2 s, LOPD 39.1 s, **2.41x
-(2.40-2.42)**, whole step **1.81x**, peak memory 1.87x. Without load LOPD's student passes cost what GRPO's do
-(16.4 s against 16.2; the page-fault gap above was the load's); what LOPD adds is the composer backward 9.4 s,
-the teacher forward 4.2, the compose 2.8 and the probe 6.0. Without the probe (a diagnostic, not part of the
-loss) the update is 33.0 s, 2.04x. So on this CPU, at the study's shape, the goals (2x, 1.5x) are not met;
-the rest is the method's own compute (see the profile above).
-
-Earlier (2026-12-03 07:11-07:34, issue 27, same command, machine loaded 8.9-11.9): GRPO 11.3 s, LOPD 28.5 s
-(2.52x, CPU 3.31x, whole step 1.68x), OPSD 1.30x, SDPO 2.24x, SDFT 1.44x, Skill-SD 2.28x.
-
-Where the time goes (CPU s of the median round): GRPO is the student's forward 2.4 and backward 2.7. Each
-text baseline adds one teacher forward (no graph) over its longer prompt: OPSD 2.7, SDFT 3.2, Skill-SD 3.0
-(+5.5 s of CPU, 40 % of its update's, greedily summarising the step's 2 successes into skills). SDPO's hint is a
-different success for each rollout, so a group splits into several teacher prompts and student passes
-(teacher 5.1, student forward 3.8, backward 4.3). LOPD: compose (encoder + Q-Former) 2.6, teacher forward
-3.1, composer backward 5.4 (the largest part), student forward 2.6 and backward 3.0: its own extra work is
-the composer's encoder and the teacher with a graph to the latents, 11.1 s of its 17.1 s of CPU.
-
-Why LOPD's "student forward" section took longer than GRPO's (the figure issue 27 asked about; same
-student, same tokens, the same ``score_group`` call): the earlier revisions ran the timing process with
-``MALLOC_MMAP_THRESHOLD_=1MiB``, which only the memory measurement needs. Under that setting glibc serves
-a block of 1 MiB or more from the heap's free space when it can and otherwise maps fresh pages (unmapped
-again when freed). In GRPO's update the previous step's freed activations leave room, so its forward reuses
-them; in LOPD's update the composer's encoder graph and the teacher's graph are alive while
-the student's forward runs, the heap has no room, and every large activation of that forward is a fresh
-mapping whose pages fault on first touch (LOPD's update grows the resident set by 2,348 MB, GRPO's by
-745 MB). ``--explain`` measures exactly that, the same forward and
-backward of the same group, alone and with LOPD's graphs alive (median of 2 rounds, same run):
-
-  allocator                              student forward: alone -> with LOPD's graphs alive   page faults
-  the trainer's (the timing worker now)  CPU 1.97 -> 2.23 s (1.13x), wall 4.1 -> 4.5 s         0 -> 10 k
-  MALLOC_MMAP_THRESHOLD_=1MiB (before)   CPU 2.24 -> 3.12 s (1.39x), wall 6.0 -> 9.6 s         5 k -> 281 k (~1.1 GB)
-
-So most of that section's excess was the benchmark's allocator setting (281 k faults, +39 % CPU, +60 % wall);
-with the trainer's allocator LOPD's student forward costs 1.10x GRPO's in the full update (2.63 vs 2.40 s
-CPU; 99 k faults) and 1.13x in the probe: the rest is a working set 1.6 GB larger (cache and page-table
-pressure). And on a loaded 2-core machine a wall-clock section is as much the other jobs' doing as its own:
-the CPU column is the one to compare sections by.
-
-Earlier figures (before issue 27; the timing process then ran with ``MALLOC_MMAP_THRESHOLD_=1MiB``, which
-inflated LOPD's figures as explained above):
-
-Measured before issue 8 (student top-M support, latents before BOS, no teacher top-k pass), SmolLM2-135M
-fp32, LoRA r=16, 2 tasks x 4 rollouts, 384-token prompts, 64 sampled tokens, J=3, K=32, M=20:
-LOPD update 2.59x GRPO's time (18.3 s vs 7.1 s median), peak memory 1.14x.
-
-After issue 8, SmolLM2-135M, ``--threads 1 --reps 2``, 2026-12-01 at load average 3.2-3.8: LOPD update
-26.3 s vs GRPO's 7.1 s median (3.69x; 3.83x in CPU time), whole step 1.90x, peak memory 2.09x (update-only
-increase 3.21x); split of the LOPD update: teacher forward 27%, composer backward 23%, compose 23%, student
-forward 13%, student backward 11%.
+CPU time and minor page faults per section (the timing process), and peak memory per section, resident and in
+use (the memory processes).
 
 Sweep (``--sweep``, see ``sweep_worker``): the learning-rate and LoRA-rank measurement behind the defaults in
 ``lopd_train/algorithms/lopd.py``'s knob table; it needs ``--tasks 2`` or more (the last task is held
@@ -201,32 +77,104 @@ ROOT = Path(__file__).resolve().parents[1]
 ALGOS = ("grpo", "lopd", "opsd", "sdpo", "sdft", "skill_sd")
 
 
-class PeakRSS:
-    """Peak resident set size of this process while the block runs (a 5 ms sampling thread)."""
+def _mallinfo2():
+    """glibc's ``mallinfo2`` (2.33 and later) through ctypes, or None elsewhere."""
+    import ctypes
+    import ctypes.util
 
-    def __init__(self):
-        import psutil
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
+    name = ctypes.util.find_library("c")
+    try:
+        fn = ctypes.CDLL(name).mallinfo2 if name else None
+    except (OSError, AttributeError):
+        return None
+    if fn is None:
+        return None
+    fn.restype = Mallinfo2
+    return fn
 
-        self.proc = psutil.Process()
-        self.peak = 0
+
+class MemoryMonitor:
+    """Peak memory of this process, two figures side by side, overall and per section of an update.
+
+    On the CPU: the resident set (what the kernel charges: freed memory that the allocator keeps counts) and
+    the bytes the C heap has handed out and not had back (glibc's ``mallinfo2``: ``uordblks + hblkhd``, the
+    in-use heap and the mapped blocks; ``None`` where it is missing), sampled every 5 ms by a thread and at
+    every section boundary. Side by side because either alone misleads: the resident set grows with
+    fragmentation and with memory the allocator keeps for reuse, the bytes in use do not. On CUDA: torch's
+    reserved (its caching allocator's share of the GPU) and allocated bytes, their peaks read and reset at
+    every section boundary. Sections come from :class:`SectionTimer` (``switch``); time outside them is "rest"."""
+
+    def __init__(self, cuda: bool = False, in_use: bool = True):
+        self.cuda = cuda
+        self.label = "rest"
+        self.peaks: dict[str, dict[str, float]] = {}
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        if not cuda:
+            import psutil
+
+            self._proc = psutil.Process()
+            self._mallinfo = _mallinfo2() if in_use else None  # the timing worker leaves it out (arena locks)
+
+    def read(self) -> tuple[float, float | None]:
+        """(resident bytes, bytes in use) now: on CUDA the peaks since the last reset."""
+        if self.cuda:
+            import torch
+
+            return float(torch.cuda.max_memory_reserved()), float(torch.cuda.max_memory_allocated())
+        info = self._mallinfo() if self._mallinfo is not None else None
+        return float(self._proc.memory_info().rss), None if info is None else float(info.uordblks + info.hblkhd)
+
+    def _charge(self) -> None:
+        resident, in_use = self.read()
+        with self._lock:
+            p = self.peaks.setdefault(self.label, {"resident": 0.0, "in_use": None})
+            p["resident"] = max(p["resident"], resident)
+            if in_use is not None:
+                p["in_use"] = in_use if p["in_use"] is None else max(p["in_use"], in_use)
+
+    def switch(self, label: str) -> None:
+        """Charge what was measured so far to the current section, then measure for ``label``."""
+        self._charge()
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            self._charge()
+            torch.cuda.reset_peak_memory_stats()
+        self.label = label
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.005):
+            self._charge()
 
     def __enter__(self):
-        self.start = self.proc.memory_info().rss
-        self.peak = self.start
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        self.start = self.read()
+        if not self.cuda:
+            self._thread = threading.Thread(target=self._run, daemon=True)
+            self._thread.start()
         return self
 
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.005)
-
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.proc.memory_info().rss)
+        if not self.cuda:
+            self._stop.set()
+            self._thread.join()
+        self.switch("rest")
+
+    @property
+    def peak(self) -> dict[str, float | None]:
+        """The peak over every section: resident and in use."""
+        values = list(self.peaks.values())
+        in_use = [v["in_use"] for v in values if v["in_use"] is not None]
+        return {"resident": max(v["resident"] for v in values), "in_use": max(in_use) if in_use else None}
 
 
 def synthetic_batch(tokenizer, args, rng):
@@ -281,8 +229,8 @@ class BenchEnv:
         self.tasks = [SimpleNamespace(task_id=tid) for tid in dict.fromkeys(t.task_id for t in trajectories)]
 
     def reference_answer(self, task) -> str:
-        return ('<tool_call>\n{"name": "tool_0", "arguments": {"id": "%s", "limit": 10}}\n</tool_call>\n'
-                "Then list the orders it returns, newest first." % task.task_id)
+        call = {"name": "tool_0", "arguments": {"id": task.task_id, "limit": 10}}
+        return f"<tool_call>\n{json.dumps(call)}\n</tool_call>\nThen list the orders it returns, newest first."
 
 
 def sample_completions(policy, tokenizer, trajectories, args) -> None:
@@ -429,6 +377,8 @@ class SectionTimer:
     in one algorithm than in another."""
 
     def __init__(self):
+        #: a :class:`MemoryMonitor` told of every section boundary (the memory workers set it), or None
+        self.monitor: MemoryMonitor | None = None
         self.seconds: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
         self.faults: dict[str, int] = {}
@@ -453,11 +403,15 @@ class SectionTimer:
                 return fn(*a, **k)
             lab = label(a, k) if callable(label) else label
             timer.depth += 1
+            if timer.monitor is not None:
+                timer.monitor.switch(lab)
             start = _usage()
             try:
                 return fn(*a, **k)
             finally:
                 timer._charge(lab, start)
+                if timer.monitor is not None:
+                    timer.monitor.switch("rest")
                 timer.last, timer.depth = lab, timer.depth - 1
         setattr(owner, name, timed)
         self._undo.append((owner, name, fn))
@@ -497,33 +451,56 @@ class SectionTimer:
         self.faults["rest"] = end[2] - self.start[2] - sum(self.faults.values())
 
 
-def timed_update(algo, trajectories, device):
+def timed_update(algo, trajectories, device, sections: SectionTimer | None = None, in_use: bool = True) -> dict:
+    """One update: wall and CPU time, and peak memory (:class:`MemoryMonitor`): resident and in use, their
+    increase over the start of the update, and (``sections`` given: the memory workers) per section."""
     import torch
 
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    with PeakRSS() as mem:
+    cuda = device.type == "cuda"
+    with MemoryMonitor(cuda, in_use=in_use) as mem:
+        if sections is not None:
+            sections.monitor = mem
         t0, c0 = time.perf_counter(), time.process_time()
         metrics = algo.update(trajectories)
-        if device.type == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    if device.type == "cuda":
-        peak, inc = torch.cuda.max_memory_allocated() / 2**20, (torch.cuda.max_memory_allocated() - base) / 2**20
-    else:
-        peak, inc = mem.peak / 2**20, (mem.peak - mem.start) / 2**20
-    return {"seconds": elapsed, "cpu_seconds": cpu, "peak_mb": peak, "increase_mb": inc, "metrics": metrics}
+    if sections is not None:
+        sections.monitor = None
+    mb = lambda x: None if x is None else x / 2**20  # noqa: E731
+    peak, (start_resident, start_in_use) = mem.peak, mem.start
+    return {"seconds": elapsed, "cpu_seconds": cpu, "peak_mb": mb(peak["resident"]),
+            "increase_mb": mb(peak["resident"] - start_resident), "peak_in_use_mb": mb(peak["in_use"]),
+            "in_use_increase_mb": None if peak["in_use"] is None or start_in_use is None
+            else mb(peak["in_use"] - start_in_use),
+            "section_memory": {k: {"resident_mb": mb(v["resident"]), "in_use_mb": mb(v["in_use"])}
+                               for k, v in mem.peaks.items()},
+            "metrics": metrics}
 
 
 def memory_worker(args) -> dict:
-    """One algorithm alone in this process: its peak memory over a warm-up and ``--memory-reps`` updates."""
+    """One algorithm alone in this process: its peak memory over a warm-up and ``--memory-reps`` updates, resident
+    and in use, for the whole update and per section (the largest over the updates)."""
+    from lopd_train.training import allocator
+
     device, trajectories, objs, tmp, _ = setup(args, [args.worker])
-    runs = [timed_update(objs[args.worker], trajectories, device) for _ in range(1 + args.memory_reps)]
+    runs = []
+    for _ in range(1 + args.memory_reps):
+        steady_state(objs[args.worker], trajectories)
+        with SectionTimer() as sections:
+            runs.append(timed_update(objs[args.worker], trajectories, device, sections))
     tmp.cleanup()
-    return {"algo": args.worker, "peak_mb": max(r["peak_mb"] for r in runs),
-            "increase_mb": max(r["increase_mb"] for r in runs), "device": str(device),
+
+    def most(key, rows):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        return max(values) if values else None
+    sections_mb = {k: {f: most(f, [r["section_memory"].get(k, {}) for r in runs]) for f in ("resident_mb", "in_use_mb")}
+                   for k in dict.fromkeys(k for r in runs for k in r["section_memory"])}
+    return {"algo": args.worker, "peak_mb": most("peak_mb", runs), "increase_mb": most("increase_mb", runs),
+            "peak_in_use_mb": most("peak_in_use_mb", runs), "in_use_increase_mb": most("in_use_increase_mb", runs),
+            "sections": sections_mb, "device": str(device),
+            "allocator": allocator.configure() + (f", MALLOC_MMAP_THRESHOLD_={os.environ['MALLOC_MMAP_THRESHOLD_']}"
+                                                  if "MALLOC_MMAP_THRESHOLD_" in os.environ else ""),
             "tokens": sum(t.n_actions for t in trajectories),
             "sequence_tokens": sum(len(t.input_ids) for t in trajectories)}
 
@@ -563,7 +540,7 @@ def timing_worker(args) -> dict:
             if rep:
                 steady_state(algo, trajectories)
             with SectionTimer() as sections:
-                r = timed_update(algo, trajectories, device)
+                r = timed_update(algo, trajectories, device, in_use=False)
             out["algos"][name]["supervised"] = r["metrics"].get("context_fraction", 1.0)
             if rep:  # also printed as it comes: a run stopped before its summary keeps the split (the GPU check)
                 print(f"  {name}: update {r['seconds']:.2f} s, peak {r['peak_mb']:.0f} MB; " + ", ".join(
@@ -676,7 +653,6 @@ def sweep_worker(args) -> dict:
 
     import torch
 
-    from lopd_train import models
     from lopd_train.algorithms import ALGORITHMS
 
     if args.tasks < 2:
@@ -697,7 +673,7 @@ def sweep_worker(args) -> dict:
         res = out["ranks"].setdefault(str(r), {"student": {}, "composer": {}})
         res["tokens"] = {"train": sum(t.n_actions for t in train), "held_back": sum(t.n_actions for t in held)}
 
-        def fresh_lopd(**kw):
+        def fresh_lopd(policy=policy, fresh=fresh, tok=tok, cfg=cfg, bank=bank, retriever=retriever, **kw):
             with torch.no_grad():
                 for n, p in policy.named_parameters():
                     if n in fresh:
@@ -745,7 +721,7 @@ def print_sweep(result: dict) -> None:
         for r, res in result["ranks"].items():
             for lr, row in res[part].items():
                 curve, (b, a) = row[train_key], row[held_key]
-                values = curve + [b, a]
+                values = [*curve, b, a]
                 stable = all(math.isfinite(v) for v in values) and not row["skipped_steps"] and a <= b
                 drop = (b - a) / abs(b) if b else float("nan")
                 print(f"  {r:>3s} {float(lr):7.0e}  {' '.join(f'{v:.4g}' for v in curve):<40s} "
@@ -753,15 +729,17 @@ def print_sweep(result: dict) -> None:
 
 
 def run_worker(mode: str, passthrough: list[str], mmap_threshold: bool | None = None) -> dict:
-    """Run ``mode`` in a fresh process and return its ``RESULT`` line. ``mmap_threshold`` (default: for the
-    memory workers only) sets glibc's ``MALLOC_MMAP_THRESHOLD_`` to 1 MiB: blocks that size or larger that the
-    heap cannot serve are mapped fresh and unmapped when freed, so the resident set tracks live memory (what
-    the memory workers measure). It is not how the trainer runs, and it changes timings: with LOPD's encoder
-    and teacher graphs alive the heap has no room left, so every large activation of the student's forward
-    becomes a fresh mapping whose pages fault on first touch (``--explain`` measures it). So the timing
-    worker runs with the allocator as the trainer has it."""
+    """Run ``mode`` in a fresh process and return its ``RESULT`` line. Every worker runs with the allocator as
+    lopd-train has it (``lopd_train.training.allocator.configure``, which ``setup`` calls: ``LOPD_MALLOC``).
+    ``mmap_threshold`` (``--mmap-threshold-1mib`` for the memory workers; the sweep's default) sets glibc's
+    ``MALLOC_MMAP_THRESHOLD_`` to 1 MiB instead: blocks that size or larger that the heap cannot serve are
+    mapped fresh and unmapped when freed, so the resident set tracks live memory. It is not how the trainer
+    runs: it hides the fragmentation the trainer's resident set pays, and it changes timings (with LOPD's
+    encoder and teacher graphs alive the heap has no room left, so every large activation of the student's
+    forward becomes a fresh mapping whose pages fault on first touch; ``--explain`` measures it). Kept for
+    comparison with the figures measured that way."""
     if mmap_threshold is None:
-        mmap_threshold = mode in ALGOS or mode == "sweep"
+        mmap_threshold = mode == "sweep"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)}
     if mmap_threshold:
         env = {"MALLOC_MMAP_THRESHOLD_": str(1 << 20), **env}
@@ -771,7 +749,7 @@ def run_worker(mode: str, passthrough: list[str], mmap_threshold: bool | None = 
     quiet = mode in ALGOS or mode == "sweep"
     proc = subprocess.run([sys.executable, __file__, "--worker", mode, *passthrough], cwd=ROOT, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE if quiet else None, text=True)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT ")), None)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"trainer_step worker {mode!r} failed (exit {proc.returncode})"
                          + (f": {proc.stderr[-3000:]}" if proc.stderr else ""))
@@ -868,6 +846,9 @@ def main(argv=None) -> int:
     p.add_argument("--explain", action="store_true",
                    help="also time the student's forward alone and with LOPD's graphs alive, under the trainer's "
                         "allocator and the memory workers' (see explain_worker)")
+    p.add_argument("--mmap-threshold-1mib", action="store_true",
+                   help="run the memory workers with MALLOC_MMAP_THRESHOLD_=1MiB (how earlier revisions measured "
+                        "memory: the resident set then tracks live memory, but it is not the trainer's allocator)")
     p.add_argument("--worker", choices=[*ALGOS, "timing", "sweep", "explain"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
@@ -901,7 +882,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     timing = run_worker("timing", argv)
     with ThreadPoolExecutor(2) as pool:  # one process each, two side by side (memory does not depend on timing)
-        mem = dict(zip(args.algos, pool.map(lambda a: run_worker(a, argv), args.algos)))
+        mem = dict(zip(args.algos, pool.map(lambda a: run_worker(a, argv, args.mmap_threshold_1mib), args.algos)))
     summary = summarise(args, timing, mem)
     if args.explain:
         explain_argv = [a for a in argv if a != "--explain"]
@@ -944,23 +925,27 @@ def summarise(args, timing: dict, mem: dict) -> dict:
             "cpu_vs_grpo": spread(x / y for x, y in zip(t["cpu_times"], g["cpu_times"])),
             "whole_step_vs_grpo": (records + statistics.median(t["times"])) / (roll + statistics.median(g["times"])),
             "peak_mb": mem[name]["peak_mb"], "increase_mb": mem[name]["increase_mb"],
+            "peak_in_use_mb": mem[name].get("peak_in_use_mb"), "in_use_increase_mb": mem[name].get("in_use_increase_mb"),
             "peak_memory_vs_grpo": mem[name]["peak_mb"] / mem["grpo"]["peak_mb"],
             "update_memory_vs_grpo": mem[name]["increase_mb"] / max(mem["grpo"]["increase_mb"], 1e-9),
-            "supervised": t["supervised"], "sections": sections}
+            "in_use_vs_grpo": (mem[name]["peak_in_use_mb"] / mem["grpo"]["peak_in_use_mb"]
+                               if mem[name].get("peak_in_use_mb") and mem["grpo"].get("peak_in_use_mb") else None),
+            "supervised": t["supervised"], "sections": sections, "section_memory": mem[name].get("sections", {})}
     summary = {
         "model": args.model, "device": mem["grpo"]["device"],
         "batch": f"{args.tasks} tasks x {args.group} rollouts, {mem['grpo']['sequence_tokens']} sequence tokens, "
                  f"{mem['grpo']['tokens']} sampled",
         "reps": args.reps, "threads": args.threads, "rollout_seconds_median": roll, "algorithms": rows,
+        "allocator": mem["grpo"].get("allocator"),
         "orders": timing["orders"], "load_1min_per_round": timing["load_1min"], "load_average": os.getloadavg(),
         "timing": timing, "memory": mem}
     if "lopd" in rows:
-        l, lt = rows["lopd"], algos["lopd"]
-        summary.update(time_ratio_median=l["vs_grpo"]["median"], step_ratio_median=l["whole_step_vs_grpo"],
+        lo, lt = rows["lopd"], algos["lopd"]
+        summary.update(time_ratio_median=lo["vs_grpo"]["median"], step_ratio_median=lo["whole_step_vs_grpo"],
                        time_ratio_min=min(lt["times"]) / min(g["times"]),
-                       cpu_time_ratio_median=l["cpu_vs_grpo"]["median"],
-                       peak_memory_ratio=l["peak_memory_vs_grpo"], update_memory_ratio=l["update_memory_vs_grpo"],
-                       lopd_sections_median={k: v["wall"] for k, v in l["sections"].items()})
+                       cpu_time_ratio_median=lo["cpu_vs_grpo"]["median"],
+                       peak_memory_ratio=lo["peak_memory_vs_grpo"], update_memory_ratio=lo["update_memory_vs_grpo"],
+                       lopd_sections_median={k: v["wall"] for k, v in lo["sections"].items()})
     return summary
 
 
@@ -971,12 +956,23 @@ def print_summary(summary: dict) -> None:
     rows = summary["algorithms"]
     print(f"model {summary['model']} on {summary['device']}; batch: {summary['batch']}; {summary['reps']} timed "
           f"round(s) after a warm-up, algorithms in rotating order; median (min-max); ratios per round against GRPO")
+    def mb(x, spec="8.0f"):
+        width = spec.split(".")[0]
+        return format(x, spec) if x is not None else format("n/a", f">{width}" if width else "")
+    cpu = summary["device"].startswith("cpu")
+    resident, in_use = ("RSS", "in use") if cpu else ("reserved", "allocated")
+    print(f"memory: peak MB of the update, {resident} beside {in_use} "
+          + ("(glibc mallinfo2: uordblks + hblkhd)" if cpu else "(torch.cuda max memory reserved / allocated)")
+          + f", +MB over the start of the update; each algorithm alone in a process; allocator: {summary.get('allocator')}")
     print(f"{'algo':9s} {'update s':>20s} {'vs GRPO':>19s} {'CPU vs GRPO':>19s} {'step vs GRPO':>12s} "
-          f"{'peak MB':>8s} {'vs GRPO':>7s} {'+MB':>6s} {'supervised':>10s}")
+          f"{resident + ' MB':>9s} {'vs GRPO':>7s} {'+MB':>6s} {in_use + ' MB':>13s} {'vs GRPO':>7s} {'+MB':>6s} "
+          f"{'supervised':>10s}")
     for name, r in rows.items():
+        vs_in_use = f"{r['in_use_vs_grpo']:6.2f}x" if r.get("in_use_vs_grpo") is not None else f"{'n/a':>7s}"
         print(f"{name:9s} {f(r['update_s']):>20s} {f(r['vs_grpo']) + 'x':>19s} {f(r['cpu_vs_grpo']) + 'x':>19s} "
-              f"{r['whole_step_vs_grpo']:11.2f}x {r['peak_mb']:8.0f} {r['peak_memory_vs_grpo']:6.2f}x "
-              f"{r['increase_mb']:6.0f} {r['supervised']:10.0%}")
+              f"{r['whole_step_vs_grpo']:11.2f}x {r['peak_mb']:9.0f} {r['peak_memory_vs_grpo']:6.2f}x "
+              f"{r['increase_mb']:6.0f} {mb(r.get('peak_in_use_mb'), '13.0f')} {vs_in_use} "
+              f"{mb(r.get('in_use_increase_mb'), '6.0f')} {r['supervised']:10.0%}")
     print(f"rollout of the batch (HF generate, student LoRA): {summary['rollout_seconds_median']:.2f} s median; whole "
           f"step = that rollout + the update; load 1-min per round {summary['load_1min_per_round']}, now "
           + " ".join(f"{x:.1f}" for x in summary["load_average"]))
@@ -989,6 +985,14 @@ def print_summary(summary: dict) -> None:
         for n in names:
             v = rows[n]["sections"].get(k)
             cells.append(f"{v['wall']:.2f} ({v['cpu']:.2f}, {v['faults'] / 1000:.0f}k)" if v else "")
+        print(f"  {k:30s} " + " ".join(f"{c:>22s}" for c in cells))
+    print(f"update by section, peak MB {resident} / {in_use} (the memory workers' updates):")
+    print(f"  {'section':30s} " + " ".join(f"{n:>22s}" for n in names))
+    for k in list(dict.fromkeys(k for r in rows.values() for k in r.get("section_memory", {}))):
+        cells = []
+        for n in names:
+            v = rows[n].get("section_memory", {}).get(k)
+            cells.append(f"{mb(v['resident_mb'], '.0f')} / {mb(v['in_use_mb'], '.0f')}" if v else "")
         print(f"  {k:30s} " + " ".join(f"{c:>22s}" for c in cells))
     if summary.get("explain"):
         print_explain(summary["explain"])

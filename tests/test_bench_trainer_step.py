@@ -32,7 +32,7 @@ def timing():
     buf = io.StringIO()
     with redirect_stdout(buf):
         assert bench.main(["--worker", "timing", *worker_args()]) == 0
-    line = next(l for l in buf.getvalue().splitlines() if l.startswith("RESULT "))
+    line = next(x for x in buf.getvalue().splitlines() if x.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
 
@@ -40,7 +40,7 @@ def test_every_algorithm_is_timed_in_rotating_order(timing):
     assert list(timing["algos"]) == list(bench.ALGOS)
     for name, t in timing["algos"].items():
         assert len(t["times"]) == len(t["cpu_times"]) == len(t["sections"]) == 1, name
-    assert timing["orders"] == [list(bench.ALGOS[1:]) + ["grpo"]]  # round 1 starts one further than the warm-up
+    assert timing["orders"] == [[*bench.ALGOS[1:], "grpo"]]  # round 1 starts one further than the warm-up
     assert len(timing["rollout_times"]) == 1 and len(timing["load_1min"]) == 1
 
 
@@ -117,3 +117,56 @@ def test_profile_prints_each_algorithms_most_expensive_operators(capsys):
     for name in ("grpo", "lopd"):
         (block,) = [b for b in err.split("profile of one ")[1:] if b.startswith(f"{name} update")]
         assert "top 3 by self_cpu_time_total" in block and "aten::" in block
+
+
+def test_memory_worker_reports_resident_and_in_use_per_section(capsys):
+    """The memory worker runs under the trainer's allocator and gives, for the whole update and per section,
+    the resident set beside the C heap's bytes in use (glibc's mallinfo2 here)."""
+    assert bench.main(["--worker", "lopd", *worker_args()]) == 0
+    out = capsys.readouterr().out
+    mem = json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+    assert mem["allocator"] == "system" and mem["device"] == "cpu"
+    assert mem["peak_in_use_mb"] is not None and mem["peak_in_use_mb"] > 0 and mem["peak_mb"] > 0
+    assert {"student forward", "compose (encoder + Q-Former)", "teacher forward", "rest"} <= set(mem["sections"])
+    for name, sec in mem["sections"].items():
+        assert 0 < sec["in_use_mb"] <= mem["peak_in_use_mb"] + 1e-6, name
+        assert 0 < sec["resident_mb"] <= mem["peak_mb"] + 1e-6, name
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_memory_workers_use_the_trainers_allocator_unless_asked(monkeypatch, flag):
+    import subprocess
+
+    seen = {}
+
+    def fake_run(cmd, env, **kw):
+        seen.update(env=env, mode=cmd[cmd.index("--worker") + 1])
+        return subprocess.CompletedProcess(cmd, 0, stdout='RESULT {"ok": 1}\n', stderr="")
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert bench.run_worker("lopd", [], flag) == {"ok": 1}
+    assert ("MALLOC_MMAP_THRESHOLD_" in seen["env"]) is flag
+    bench.run_worker("lopd", [])  # the default: the trainer's allocator
+    assert "MALLOC_MMAP_THRESHOLD_" not in seen["env"]
+
+
+def test_summary_prints_resident_beside_in_use_per_section(capsys):
+    timing = {"algos": {n: {"times": [1.0], "cpu_times": [1.0], "sections": [
+        {"student forward": {"wall": 0.5, "cpu": 0.5, "faults": 1}}], "supervised": 1.0} for n in ("grpo", "lopd")},
+        "rollout_times": [1.0], "rollout_top_m_times": [], "orders": [["grpo", "lopd"]], "load_1min": [1.0]}
+    mem = {n: {"peak_mb": 100.0 * k, "increase_mb": 10.0, "peak_in_use_mb": 40.0 * k, "in_use_increase_mb": 5.0,
+               "device": "cpu", "tokens": 8, "sequence_tokens": 80, "allocator": "system",
+               "sections": {"student forward": {"resident_mb": 90.0 * k, "in_use_mb": 33.0 * k}}}
+           for k, n in ((1, "grpo"), (2, "lopd"))}
+    args = argparse.Namespace(model="m", tasks=1, group=4, reps=1, threads=1, kl_support="teacher")
+    s = bench.summarise(args, timing, mem)
+    assert s["algorithms"]["lopd"]["in_use_vs_grpo"] == 2.0 and s["allocator"] == "system"
+    s.update(benchmark_wall_seconds=1.0, command="x")
+    bench.print_summary(s)
+    out = capsys.readouterr().out
+    assert "RSS beside in use (glibc mallinfo2: uordblks + hblkhd)" in out and "allocator: system" in out
+    lopd = next(x for x in out.splitlines() if x.startswith("lopd "))
+    assert lopd.split()[-7:-1] == ["200", "2.00x", "10", "80", "2.00x", "5"]
+    assert "update by section, peak MB RSS / in use" in out
+    row = next(x for x in out.splitlines() if "student forward" in x and "/" in x)
+    assert row.split()[-6:] == ["90", "/", "33", "180", "/", "66"]

@@ -71,7 +71,7 @@ def test_bundled_samples_are_in_the_official_format():
 def test_private_tests_decode_from_json_and_from_compressed_pickle():
     tests = [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
     assert lcb_data.decode_private_tests(json.dumps(tests)) == tests
-    assert lcb_data.decode_private_tests(lcb_data.encode_private_tests(tests)) == tests
+    assert lcb_data.decode_private_tests(base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()) == tests
 
 
 class _Evil:

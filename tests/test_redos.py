@@ -49,7 +49,6 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "tools.parse_action": tools.parse_action,
     "envscaler.read_action": lambda text: actions.read_action(tools.parse_action(text), False),
     "envscaler.visible_text": actions.visible_text,
-    "envscaler.official_block_ok": actions.official_block_ok,
     "envscaler.parse_reply": users.parse_reply,
     "acebench.call_like": call_like,
     "acebench.decode_answer": acebench_decode.decode_answer,
@@ -71,7 +70,7 @@ KNOWN = [
     ("tools.parse_action", "<tool_call>x", " ", "x"),
     ("tools.parse_action", "```", " ", "x" * 75_000),
     ("envscaler.visible_text", "", "<think>", ""),
-    ("envscaler.official_block_ok", "", "<tool_call>{", ""),
+    ("envscaler.read_action", "", "<tool_call>{", ""),  # the official parser's first-block search
     ("envscaler.parse_reply", "", "# Thought:", ""),
     ("envscaler.parse_reply", "# Thought:", " ", "x"),
     ("acebench.call_like", "", "[", ""),

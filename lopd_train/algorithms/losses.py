@@ -11,7 +11,6 @@ small tensors (``tests/test_train_losses.py``). Conventions:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -26,12 +25,6 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor
         return values.mean()
     mask = mask.to(values.dtype)
     return (values * mask).sum() / mask.sum().clamp_min(1.0)
-
-
-def log1mexp(x: torch.Tensor) -> torch.Tensor:
-    """``log(1 - exp(x))`` for ``x <= 0``, stable at both ends (Mächler 2012)."""
-    x = x.clamp(max=-1e-12)
-    return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
 def topm_tail_logprobs(logp: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

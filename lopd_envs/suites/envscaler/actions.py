@@ -80,19 +80,6 @@ def visible_text(text: str) -> str | None:
     return _TOOL_BLOCK.sub("", body).strip()
 
 
-def official_block_ok(text: str) -> bool:
-    """The official parser's test of the first ``<tool_call>`` block: closed, a JSON object, with both
-    ``name`` and ``arguments``."""
-    block = _official_block(text)
-    if block is None:
-        return "<tool_call>" not in text
-    try:
-        call = json.loads(block)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(call, dict) and "name" in call and "arguments" in call
-
-
 def read_action(turn: AssistantTurn, strict: bool) -> Action:
     if not strict and turn.syntax != "structured":
         return read_official_text(turn.text or "")

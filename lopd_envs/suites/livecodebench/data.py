@@ -50,11 +50,6 @@ def decode_private_tests(field: str) -> list[dict]:
     return json.loads(obj)
 
 
-def encode_private_tests(tests: list[dict]) -> str:
-    """The official compressed form (used to write our sample problems and in tests)."""
-    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode("ascii")
-
-
 def release_files(version: str) -> list[str]:
     """Hub files of a release tag: ``release_vN`` = test.jsonl … testN.jsonl, ``vN`` = that increment only,
     ``vA_vB`` = increments A … B."""

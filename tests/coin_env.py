@@ -1,5 +1,5 @@
 """A coin-flip env for trainer tests: two turns, a tool result in between, and an outcome that a random
-policy reaches about half of the time (so the experience bank fills). ``gym.make("lopd_train.testing:lopd-test/Coin-v0")``."""
+policy reaches about half of the time (so the experience bank fills). ``gym.make("tests.coin_env:lopd-test/Coin-v0")``."""
 
 from __future__ import annotations
 

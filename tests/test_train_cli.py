@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import lopd_train.testing  # noqa: F401  (registers lopd-test/Coin-v0)
+import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
 from lopd_train import cli
 from lopd_train.config import TrainConfig
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lopd_train import cli, config, textforms
+from lopd_train import cli, textforms
 from lopd_train.config import TrainConfig
 from lopd_train.envargs import gym_kwargs
 from lopd_train.errors import RunMismatchError

@@ -33,36 +33,22 @@ of the call``, prefill of the prompts included: what a rollout pays) and **decod
 steps`` over the time from the end of the prefill forward to the end of the last forward, found by hooks on
 the transformer body: the rate the bounds below speak of).
 
-Bounds, measured in the same run: each decoding step reads every weight once (and the key/value cache of
-every row), so ``steps/s <= memory bandwidth / (weight bytes + KV-cache bytes)`` and ``tokens/s <= batch x
-that``; the bandwidth is that of summing a 256 MiB tensor with the benchmark's threads (best of 5). And each
-token costs about ``2 x (parameters in matmuls)`` FLOPs (+ attention over the context), so ``tokens/s <=
-GEMM FLOP/s / FLOPs per token`` whatever the batch; GEMM FLOP/s is that of a ``[512, d] x [d, 4d]`` matmul
-(best of 5). The tighter of the two is the roofline; the fraction of it reached is printed per batch size.
+Bounds, measured in the same run, interleaved with the rounds (before each round, so they meet the load the
+round meets): each decoding step reads every weight once (and the key/value cache of every row), so ``steps/s
+<= memory bandwidth / (weight bytes + KV-cache bytes)`` and ``tokens/s <= batch x that``; the bandwidth is
+that of summing a 256 MiB tensor with the benchmark's threads, ``--bound-reps`` reads a round after a
+warm-up, and the bound takes the **median** of all reads (a best-of would take the one read that met a quiet
+moment, a ceiling the rounds never had). And a decoding step at batch b multiplies a ``[b, in]`` activation
+by every linear layer's ``[in, out]`` weight (the LM head included): that sequence, with the model's own
+weights, is timed ``--bound-reps`` times a round, and its FLOPs over its time is the step's GEMM rate at
+that batch; ``tokens/s <= that rate / FLOPs per token`` (``2 x matmul parameters`` + attention over the
+context), again from the median. The tighter of the two is the roofline. Printed: the median and range
+(min-max) of the bandwidth and of each batch's GEMM rate, and per variant the fraction of the roofline its
+decode rate reached, median and range over rounds.
 
 On a loaded machine pass ``--threads 1``: with torch's 2 threads at load average 16, batch 1 fell to 0.9 tok/s
 (each step's parallel regions wait for a descheduled thread), against 4.6 tok/s with one thread at load 12.
-
-Measured 2026-12-03 08:07-08:21 (issue 27), ``--threads 1 --json benchmarks/results/generation/smollm2.json``
-(output beside it), SmolLM2-135M-Instruct fp32 (513 MiB of weights), 64-token prompts, 32 new tokens,
-sampling 0.7 / 20 / 0.95, the 2-core machine shared with other jobs (load average 9.8-14.1), median (min-max)
-of 3 rounds; tok/s end to end (prefill included) and decode only; ratios per round against hf generate:
-
-  batch  hf generate      lopd, LoRA off             lopd, LoRA on              lopd, LoRA merged          roofline
-  1      4.6 / 5.0        3.7 / 4.1 (0.82x / 0.86x)  3.3 / 3.6 (0.78x / 0.79x)  3.5 / 4.3 (0.76x / 0.87x)  24 (memory)
-  8      16.7 / 21.8      16.2 / 18.5 (0.97x/0.85x)  14.0 / 15.9 (0.98x/0.84x)  15.0 / 18.4 (1.05x/0.96x)  184 (memory)
-  32     23.8 / 38.3      27.9 / 33.2 (1.32x/0.97x)  28.2 / 33.5 (1.23x/0.91x)  29.1 / 35.1 (1.18x/0.90x)  264 (compute)
-
-The bounds are the same run's (read bandwidth 13.1 GB/s and GEMM 72.5 GFLOP/s with one thread, best of 5):
-decoding reached 9-21 % of the roofline. lopd's sampler with the LoRA off decodes 3-15 % slower than plain
-``generate`` (what differs on its path: each step's raw logits kept for the log-probs, peft's LoRA layers
-passed through with the adapter off; not split further here) and wins end to end at batch 32 (1.32x) by
-prefilling the prompts' common part once. The
-student's LoRA costs 1.12x the time at batch 1 (0.98-1.18x), 1.05x at 8 and nothing measurable at 32 (0.99x):
-less than the 15-30 % issue 27 quotes. Merging it into the weights decodes as fast as no LoRA (4.3 against
-3.6 tok/s at batch 1) but a merge and unmerge cost ~1 s, so it pays only once per rollout phase, not per
-call. The absolute rates are far below an idle machine's (issue 27 quotes ~14 / 66 / 102 tok/s at batch
-1 / 8 / 32 on 2 cores): at this load one thread got a fraction of a core.
+Earlier figures, with their commands and loads: ``benchmarks/results/generation/README.md``.
 """
 
 from __future__ import annotations
@@ -76,10 +62,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.loadavg import describe, load_average  # noqa: E402
 
 VARIANTS = ("hf generate", "lopd, LoRA off", "lopd, LoRA on", "lopd, LoRA merged")
 BASELINE = VARIANTS[0]
@@ -119,7 +107,7 @@ class ForwardClock:
         start, width = self._start.pop()
         self.calls.append((start, time.perf_counter(), width))
 
-    def __enter__(self) -> ForwardClock:
+    def __enter__(self) -> Self:
         self.calls.clear()
         self._handles = [self.module.register_forward_pre_hook(self._pre, with_kwargs=True),
                          self.module.register_forward_hook(self._post, with_kwargs=True)]
@@ -149,47 +137,52 @@ def fmt(d: dict[str, float], spec: str = ".1f") -> str:
     return f"{d['median']:{spec}} ({d['min']:{spec}}-{d['max']:{spec}})"
 
 
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
 # ----------------------------------------------------------------------------------------------- bounds
 
-def _timed(fn: Callable[[], Any], device: str, reps: int) -> float:
-    """Best of ``reps`` wall times of ``fn`` after one untimed call (on a GPU each waits for its kernels)."""
+def _times(fn: Callable[[], Any], device: str, reps: int) -> list[float]:
+    """Wall times of ``reps`` calls of ``fn`` after one untimed call (on a GPU each waits for its kernels)."""
     import torch
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     fn()
     sync()
-    best = float("inf")
+    out = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         sync()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        out.append(time.perf_counter() - t0)
+    return out
 
 
-def read_bandwidth(mib: int = 256, reps: int = 5, device: str = "cpu") -> float:
-    """Bytes/s of reading a ``mib`` MiB float32 tensor (``sum``), best of ``reps``: how fast this machine
+def read_bandwidth(mib: int = 256, reps: int = 5, device: str = "cpu") -> list[float]:
+    """Bytes/s of each of ``reps`` reads of a ``mib`` MiB float32 tensor (``sum``): how fast this machine
     streams memory into the cores with torch's threads (``--threads``), or the GPU its memory, the ceiling of
-    a decoding step that reads every weight once."""
+    a decoding step that reads every weight once. Every read is returned; the bound takes their median."""
     import torch
 
     x = torch.ones(mib * 2**20 // 4, dtype=torch.float32, device=device)
-    return x.numel() * 4 / _timed(x.sum, device, reps)
+    return [x.numel() * 4 / t for t in _times(x.sum, device, reps)]
 
 
-def gemm_flops(d: int, reps: int = 5, rows: int = 512, device: str = "cpu") -> float:
-    """FLOP/s of a ``[rows, d] x [d, 4d]`` matmul, best of ``reps``: the compute ceiling of the model's own
-    matrix shapes with the benchmark's threads (float32 on the CPU; bfloat16 on a GPU, as the model runs
-    there)."""
+def step_gemm_rates(model: Any, batch: int, reps: int = 5, device: str = "cpu") -> list[float]:
+    """FLOP/s of one decoding step's matmuls at ``batch`` rows, ``reps`` times: every linear layer of the model
+    (the LM head included), in the model's order, applied to a ``[batch, in]`` activation with its own
+    weights and dtype; the step's FLOPs over the time of that whole sequence. The compute ceiling of the step
+    itself (its shapes, and its weights streamed from wherever they live), not of a square matmul it never
+    runs."""
     import torch
 
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    a, b = torch.randn(rows, d, dtype=dtype, device=device), torch.randn(d, 4 * d, dtype=dtype, device=device)
-    return 2 * rows * d * 4 * d / _timed(lambda: a @ b, device, reps)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    dtype = linears[0].weight.dtype
+    inputs = {m.in_features: torch.randn(batch, m.in_features, dtype=dtype, device=device) for m in linears}
+    flops = sum(2 * batch * m.in_features * m.out_features for m in linears)
+
+    def step():
+        with torch.no_grad():
+            for m in linears:
+                torch.nn.functional.linear(inputs[m.in_features], m.weight)
+    return [flops / t for t in _times(step, device, reps)]
 
 
 def model_shape(model: Any) -> dict[str, float]:
@@ -371,12 +364,22 @@ def variant_runner(name: str, env: dict[str, Any], new_tokens: int,
     return run
 
 
+def measure_bounds(args: argparse.Namespace, env: dict[str, Any], samples: dict[str, Any]) -> None:
+    """One round's bound measurements, appended to ``samples``: ``--bound-reps`` bandwidth reads, and as many
+    step-GEMM rates at each batch size."""
+    samples["bandwidth"] += read_bandwidth(reps=args.bound_reps, device=args.device)
+    for b in args.batches:
+        samples["gemm"].setdefault(b, []).extend(step_gemm_rates(env["plain"], b, args.bound_reps, args.device))
+
+
 def bench(args: argparse.Namespace, env: dict[str, Any],
-          after_round: Callable[[dict[int, dict[str, list[dict]]]], None] | None = None) -> dict[str, Any]:
+          after_round: Callable[[dict[int, dict[str, list[dict]]]], None] | None = None,
+          bound_samples: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every variant at every batch size, ``args.reps`` rounds in rotating order; per call the wall time, the
     decode time (:class:`ForwardClock`) and the tokens; the checks that every row got ``new_tokens``.
     ``after_round`` gets the calls so far after each round (a long run on a loaded machine keeps what it
-    measured if it is stopped)."""
+    measured if it is stopped). ``bound_samples`` (``{"bandwidth": [], "gemm": {}}``) gets each round's bound
+    measurements (:func:`measure_bounds`), taken before the round's calls."""
     import torch
 
     from lopd_train.scoring import decoder
@@ -389,6 +392,8 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
     for v in args.variants:  # one untimed call each at the smallest batch: lazy initialisation, first imports
         runners[v](prompts[:min(args.batches)])
     for rep in range(args.reps):
+        if bound_samples is not None:
+            measure_bounds(args, env, bound_samples)
         load = load_average()[0]
         for b in args.batches:
             k = rep % len(args.variants)
@@ -414,13 +419,22 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
 
 
 def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]], shape: dict[str, float],
-              bandwidth: float, flops: float) -> dict[str, Any]:
+              samples: dict[str, Any]) -> dict[str, Any]:
     """Per batch and variant: end-to-end and decode tok/s (median, range), the per-round ratio to hf generate,
-    and the bounds at that batch (context: the prompt plus half the new tokens on average)."""
+    the bounds at that batch (context: the prompt plus half the new tokens on average) from the median of the
+    bound measurements (``samples``: :func:`measure_bounds`), with the range of those measurements and of the
+    roofline they give, and each round's decode rate as a fraction of that roofline (median, range)."""
     out: dict[str, Any] = {}
     context = args.prompt_tokens + args.new_tokens / 2
+    bw = spread(samples["bandwidth"])
     for b, per in calls.items():
-        row: dict[str, Any] = {"bounds": bounds(shape, b, context, bandwidth, flops), "variants": {}}
+        gemm = spread(samples["gemm"][b])
+        row: dict[str, Any] = {
+            "bounds": bounds(shape, b, context, bw["median"], gemm["median"]), "variants": {},
+            "bound_inputs": {"read_bandwidth_bytes_s": bw, "step_gemm_flops": gemm,
+                             "reads": len(samples["bandwidth"]), "gemm_timings": len(samples["gemm"][b])},
+            "roofline_range_tok_s": [bounds(shape, b, context, bw[k], gemm[k])["roofline_tok_s"]
+                                     for k in ("min", "max")]}
         base = per.get(BASELINE)
         for v, cs in per.items():
             e2e = [b * args.new_tokens / c["wall_s"] for c in cs]
@@ -435,7 +449,7 @@ def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]],
             if "merge_s" in cs[0]:
                 entry["merge_plus_unmerge_s"] = spread([c["merge_s"] + c["unmerge_s"] for c in cs])
             if dec:
-                entry["decode_fraction_of_roofline"] = statistics.median(dec) / row["bounds"]["roofline_tok_s"]
+                entry["decode_fraction_of_roofline"] = spread([d / row["bounds"]["roofline_tok_s"] for d in dec])
             row["variants"][v] = entry
         if "lopd, LoRA on" in per and "lopd, LoRA off" in per:
             on, off = per["lopd, LoRA on"], per["lopd, LoRA off"]
@@ -444,31 +458,37 @@ def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]],
     return out
 
 
-def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[str, float], bandwidth: float,
-                flops: float) -> None:
+def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[str, float],
+                samples: dict[str, Any]) -> None:
+    bw = {k: v / 1e9 for k, v in spread(samples["bandwidth"]).items()}
     print(f"weights {shape['weight_bytes'] / 2**20:.0f} MiB ({'tied' if shape['tied_embeddings'] else 'untied'} "
           f"embeddings), {shape['matmul_params'] / 1e6:.1f} M matmul parameters, KV cache "
-          f"{shape['kv_bytes_per_position'] / 1024:.1f} KiB per position; read bandwidth {bandwidth / 1e9:.1f} GB/s, "
-          f"GEMM {flops / 1e9:.1f} GFLOP/s (best of 5, {args.threads or 'default'} threads)")
+          f"{shape['kv_bytes_per_position'] / 1024:.1f} KiB per position; read bandwidth {fmt(bw, '.1f')} GB/s "
+          f"(median (min-max) of {len(samples['bandwidth'])} reads, {args.bound_reps} before each round, "
+          f"{args.threads or 'default'} threads)")
     print(f"sampling temperature {args.temperature}, top-k {args.top_k}, top-p {args.top_p} (both samplers); "
           f"prompts {args.prompt_tokens} tokens (distinct), {args.new_tokens} new tokens per row; median (min-max) "
           f"of {args.reps} rounds; ratios per round against '{BASELINE}'")
     head = f"{'batch':>5s}  {'variant':<18s} {'end-to-end tok/s':>22s} {'vs hf':>18s} {'decode tok/s':>22s} " \
-           f"{'vs hf':>18s} {'of roofline':>11s}"
+           f"{'vs hf':>18s} {'of roofline':>16s}"
     print(head)
     for b, row in summary.items():
         for v, e in row["variants"].items():
             vs = fmt(e["end_to_end_vs_hf"], ".2f") + "x" if "end_to_end_vs_hf" in e else "baseline"
             dvs = fmt(e["decode_vs_hf"], ".2f") + "x" if "decode_vs_hf" in e else "baseline"
             dec = fmt(e["decode_tok_s"]) if e["decode_tok_s"] else "n/a"
-            frac = f"{e['decode_fraction_of_roofline']:.0%}" if "decode_fraction_of_roofline" in e else ""
+            frac = fmt({k: 100 * x for k, x in e["decode_fraction_of_roofline"].items()}, ".0f") + "%" \
+                if "decode_fraction_of_roofline" in e else ""
             extra = (f"  (merge+unmerge {fmt(e['merge_plus_unmerge_s'], '.2f')} s a call)"
                      if "merge_plus_unmerge_s" in e else "")
             print(f"{b:>5s}  {v:<18s} {fmt(e['end_to_end_tok_s']):>22s} {vs:>18s} {dec:>22s} {dvs:>18s} "
-                  f"{frac:>11s}{extra}")
-        bd = row["bounds"]
-        print(f"{b:>5s}  bounds: memory {bd['memory_bound_tok_s']:.0f} tok/s, compute {bd['compute_bound_tok_s']:.0f} "
-              f"tok/s -> roofline {bd['roofline_tok_s']:.0f} tok/s ({bd['bound_by']}-bound)"
+                  f"{frac:>16s}{extra}")
+        bd, gemm = row["bounds"], {k: v / 1e9 for k, v in row["bound_inputs"]["step_gemm_flops"].items()}
+        lo, hi = row["roofline_range_tok_s"]
+        print(f"{b:>5s}  bounds: step GEMMs {fmt(gemm, '.1f')} GFLOP/s (median (min-max) of "
+              f"{row['bound_inputs']['gemm_timings']}); memory {bd['memory_bound_tok_s']:.0f} tok/s, compute "
+              f"{bd['compute_bound_tok_s']:.0f} tok/s -> roofline {bd['roofline_tok_s']:.0f} ({lo:.0f}-{hi:.0f}) tok/s "
+              f"({bd['bound_by']}-bound)"
               + (f"; LoRA on vs off (end to end, lopd): {fmt(row['lora_on_vs_off_end_to_end'], '.2f')}x the time"
                  if "lora_on_vs_off_end_to_end" in row else ""))
 
@@ -494,8 +514,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (the bounds are then the GPU's, measured "
                    "the same way)")
+    p.add_argument("--bound-reps", type=int, default=3, help="bandwidth reads and step-GEMM timings per batch "
+                   "before each round (the bounds take the median of all of them)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
+    if args.bound_reps < 1:
+        p.error("--bound-reps must be 1 or more")
     if args.reps < 1 or args.new_tokens < 2 or min(args.batches) < 1:
         p.error("--reps >= 1, --new-tokens >= 2 and batches >= 1 are needed")
     import torch
@@ -503,29 +527,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started, load_start = time.perf_counter(), load_average()
     env = setup(args)
     threads = torch.get_num_threads()
-    bandwidth, flops = read_bandwidth(device=args.device), gemm_flops(env["shape"]["hidden"], device=args.device)
     check = merge_error(env["policy"], synthetic_prompts(env["tokenizer"], 1, args.prompt_tokens)[0]) \
         if "lopd, LoRA merged" in args.variants else None
     def keep(calls: dict[int, dict[str, list[dict]]]) -> None:
         if args.json:
             Path(args.json + ".partial").write_text(json.dumps({str(b): v for b, v in calls.items()}))
 
-    calls = bench(args, env, keep)
-    summary = summarise(args, calls, env["shape"], bandwidth, flops)
+    samples: dict[str, Any] = {"bandwidth": [], "gemm": {}}
+    calls = bench(args, env, keep, samples)
+    summary = summarise(args, calls, env["shape"], samples)
     print(f"model {args.model}, {threads} torch threads, {os.cpu_count()} CPUs")
-    print_table(args, summary, env["shape"], bandwidth, flops)
+    print_table(args, summary, env["shape"], samples)
     if check is not None:
         print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
     result = {"model": args.model, "device": args.device, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(),
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "reps": args.reps,
-              "shape": env["shape"], "read_bandwidth_bytes_s": bandwidth,
-              "gemm_flops": flops, "merge_max_logit_error": check, "summary": summary,
+              "shape": env["shape"], "read_bandwidth_bytes_s": samples["bandwidth"],
+              "step_gemm_flops": {str(b): v for b, v in samples["gemm"].items()}, "merge_max_logit_error": check, "summary": summary,
               "calls": {str(b): v for b, v in calls.items()},
               "load_average": {"start": load_start, "end": load_average()},
               "wall_seconds": time.perf_counter() - started,
               "command": "python benchmarks/generation.py " + " ".join(sys.argv[1:] if argv is None else argv)}
-    print(f"load average {' '.join(map(str, load_start))} -> {' '.join(map(str, result['load_average']['end']))}; "
-          f"{result['wall_seconds']:.0f} s; command: {result['command']}")
+    print(f"{describe(load_start, result['load_average']['end'])}; {result['wall_seconds']:.0f} s; "
+          f"command: {result['command']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
         Path(args.json + ".partial").unlink(missing_ok=True)

@@ -44,10 +44,52 @@ def test_no_eos_proxy_hides_only_the_end_of_sequence_id():
     assert proxy.eos_token_id is None and proxy.pad_token_id == 0 and proxy.decode([1, 2]) == "xx"
 
 
-def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path):
+def test_roofline_comes_from_the_median_of_the_bound_measurements():
+    """A best-of would take the one read that met a quiet moment; the median of the reads and of the step's
+    GEMM rates sets the bound, the range is kept beside it, and each round's fraction is taken against it."""
+    import argparse
+
+    shape = {"weight_bytes": 1e9, "matmul_params": 1e6, "kv_bytes_per_position": 0.0, "layers": 1, "hidden": 8,
+             "tied_embeddings": True}
+    args = argparse.Namespace(prompt_tokens=0, new_tokens=2)
+    calls = {1: {bench.BASELINE: [{"wall_s": 1.0, "decode_s": 1.0, "decode_steps": 5},
+                                  {"wall_s": 1.0, "decode_s": 1.0, "decode_steps": 10}]}}
+    samples = {"bandwidth": [10e9, 20e9, 100e9], "gemm": {1: [1e12, 2e12, 3e12]}}
+    row = bench.summarise(args, calls, shape, samples)["1"]
+    assert row["bounds"]["memory_bound_tok_s"] == pytest.approx(20.0)  # the median read, not the best (100)
+    assert row["bound_inputs"]["read_bandwidth_bytes_s"] == {"median": 20e9, "min": 10e9, "max": 100e9}
+    assert row["roofline_range_tok_s"] == pytest.approx([10.0, 100.0])
+    frac = row["variants"][bench.BASELINE]["decode_fraction_of_roofline"]
+    assert frac == {"median": pytest.approx(0.375), "min": pytest.approx(0.25), "max": pytest.approx(0.5)}
+
+
+def test_step_gemm_rates_run_the_models_own_linear_layers():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    rates = bench.step_gemm_rates(model, batch=3, reps=4)
+    assert len(rates) == 4 and all(r > 0 for r in rates)
+
+
+def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path, capsys):
+    import re
+
     out = tmp_path / "gen.json"
     result = bench.main(["--model", "tiny-random", "--batches", "1", "3", "--reps", "1", "--prompt-tokens", "48",
-                         "--new-tokens", "5", "--json", str(out)])
+                         "--new-tokens", "5", "--bound-reps", "2", "--json", str(out)])
+    text = capsys.readouterr().out
+    number = r"[\d.]+ \([\d.]+-[\d.]+\)"
+    assert re.search(rf"read bandwidth {number} GB/s \(median \(min-max\) of 2 reads", text)
+    for b in ("1", "3"):
+        assert re.search(rf"^\s+{b}  bounds: step GEMMs {number} GFLOP/s \(median \(min-max\) of 2\); memory \d+ "
+                         rf"tok/s, compute \d+ tok/s -> roofline \d+ \(\d+-\d+\) tok/s", text, re.MULTILINE), b
+        bound = result["summary"][b]["bound_inputs"]
+        assert len(result["step_gemm_flops"][b]) == bound["gemm_timings"] == 2
+        for v in bench.VARIANTS:
+            frac = result["summary"][b]["variants"][v]["decode_fraction_of_roofline"]
+            assert 0 < frac["min"] <= frac["median"] <= frac["max"], (b, v)
+    assert len(result["read_bandwidth_bytes_s"]) == 2
+    assert re.search(r"^load average [\d. ]+ -> [\d. ]+; \d+ s; command:", text, re.MULTILINE)
     assert out.exists() and result["merge_max_logit_error"] < 1e-4
     shape = result["shape"]
     assert shape["tied_embeddings"] in (True, False) and shape["weight_bytes"] > 0

@@ -178,6 +178,7 @@ class MemoryMonitor:
 
 
 def synthetic_batch(tokenizer, args, rng):
+    from lopd_envs.chat import TextTools
     from lopd_envs.trace import Trace
     from lopd_train import models
     from lopd_train.rollout.engine import Trajectory
@@ -195,7 +196,7 @@ def synthetic_batch(tokenizer, args, rng):
         prompt: list[int] = []
         while len(prompt) < args.prompt_tokens:  # add tools until the chat prompt is about --prompt-tokens long
             tools.append(tool(len(tools)))
-            prompt = models.encode(tokenizer, models.render_chat(tokenizer, messages, tools, tool_prompt="always"))
+            prompt = models.encode(tokenizer, models.render_chat(tokenizer, messages, tools, text_tools=TextTools(prompt="always")))
         for g in range(args.group):
             completion = [int(x) for x in rng.integers(3, len(tokenizer) - 1, size=args.completion_tokens - 1)]
             completion.append(tokenizer.eos_token_id)

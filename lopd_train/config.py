@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from lopd_envs.chat import TextTools
 from lopd_envs.options import check_choice
 from lopd_train import textforms, tracking
 from lopd_train.sampling import Sampling
@@ -411,6 +412,11 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
     @property
     def baselines(self) -> BaselinesSection:
         return typing.cast(BaselinesSection, SectionView(self, BaselinesSection))
+
+    @property
+    def text_tools(self) -> TextTools:
+        """How the prompt tells a model about its tools (one value for the sampler, the teacher and replays)."""
+        return TextTools(self.tool_syntax, self.tool_prompt)
 
     def sampling(self, records_top_m: bool = False) -> Sampling:
         return Sampling(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,

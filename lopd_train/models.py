@@ -35,8 +35,8 @@ from typing import Any
 import torch
 
 from lopd_envs import assets
-from lopd_envs.chat import clean_message as _clean  # noqa: F401
-from lopd_envs.chat import tools_already_listed, with_tool_prompt
+from lopd_envs.chat import TextTools, with_tool_prompt
+from lopd_envs.chat import clean_message as _clean
 
 log = logging.getLogger(__name__)
 
@@ -538,16 +538,14 @@ def template_supports_tools(tokenizer) -> bool:
 
 
 def render_chat(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                add_generation_prompt: bool = True, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> str:
-    """Chat text through the tokenizer's template; tools natively when the template supports them, else in
-    our system prompt. ``tool_prompt``: "auto" (skip it when the env's prompt already lists the tools),
-    "always" or "never"."""
-    if tool_prompt == "never" or (tool_prompt == "auto" and tools and tools_already_listed(messages, tools)):
-        tools = None
+                add_generation_prompt: bool = True, text_tools: TextTools = TextTools()) -> str:
+    """Chat text through the tokenizer's template; the tools that ``text_tools`` says still need listing go
+    natively when the template supports them, else into our system prompt."""
+    tools = text_tools.to_list(messages, tools)
     if tools and template_supports_tools(tokenizer):
         return tokenizer.apply_chat_template([_clean(m) for m in messages], tools=tools, tokenize=False,
                                              add_generation_prompt=add_generation_prompt)
-    return tokenizer.apply_chat_template(with_tool_prompt(messages, tools, tool_syntax), tokenize=False,
+    return tokenizer.apply_chat_template(with_tool_prompt(messages, tools, text_tools.syntax), tokenize=False,
                                          add_generation_prompt=add_generation_prompt)
 
 

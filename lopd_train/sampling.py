@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lopd_envs.chat import TextTools
+
 
 @dataclass
 class Sampling:
@@ -26,6 +28,10 @@ class Sampling:
     def __post_init__(self) -> None:
         if self.temperature <= 0:
             self.greedy = True
+
+    @property
+    def text_tools(self) -> TextTools:
+        return TextTools(self.tool_syntax, self.tool_prompt)
 
 
 SamplingConfig = Sampling  # the rollout engine's name for it

@@ -106,8 +106,7 @@ def expected_teacher_ids(tok, t, cfg, framing, text) -> list[int]:
     messages = [dict(m) for m in t.messages]
     k = max(i for i, m in enumerate(messages) if m["role"] == "user")
     messages[k]["content"] = framing[0] + text + framing[1] + messages[k]["content"]
-    prompt = models.encode(tok, models.render_chat(tok, messages, t.tools, tool_syntax=cfg.tool_syntax,
-                                                   tool_prompt=cfg.tool_prompt))
+    prompt = models.encode(tok, models.render_chat(tok, messages, t.tools, text_tools=cfg.text_tools))
     return prompt + t.input_ids[t.prompt_len:]
 
 

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from lopd_envs.chat import TextTools
 from lopd_train import models
 from lopd_train.algorithms import losses
 from lopd_train.latent import context
@@ -87,8 +88,8 @@ def test_latent_positions_lie_inside_the_task_user_turn_and_every_other_id_is_un
     tools = [{"type": "function", "function": {"name": "note", "description": "Write.", "parameters": {}}}]
     messages = [{"role": "system", "content": "You are a test agent."},
                 {"role": "user", "content": "Write a note about heads."}]
-    prompt = models.encode(tok, models.render_chat(tok, messages, tools, tool_prompt="always"))
-    cp = context.context_prompt(tok, prompt, messages, tools, n_latent=7, tool_prompt="always")
+    prompt = models.encode(tok, models.render_chat(tok, messages, tools, text_tools=TextTools(prompt="always")))
+    cp = context.context_prompt(tok, prompt, messages, tools, n_latent=7, text_tools=TextTools(prompt="always"))
     # the placeholders: one contiguous run of dummy ids
     assert len(cp.positions) == 7 and cp.positions == list(range(cp.positions[0], cp.positions[0] + 7))
     assert {cp.input_ids[p] for p in cp.positions} == {context.placeholder_id(tok)}

@@ -27,8 +27,7 @@ def test_sdpo_reference_context_and_teacher_ids_token_by_token(tmp_path):
     assert ctxs[0] is None or ctxs[0].source == "feedback"  # its own success is never its hint
     seqs, masks = algo.teacher_view([heads[1]], ctxs[1].text)
     msgs = heads[1].messages[:-1] + [{"role": "user", "content": want}]
-    head = models.encode(tok, models.render_chat(tok, msgs, heads[1].tools, tool_syntax=cfg.tool_syntax,
-                                                 tool_prompt=cfg.tool_prompt))
+    head = models.encode(tok, models.render_chat(tok, msgs, heads[1].tools, text_tools=cfg.text_tools))
     assert seqs[0].tolist() == head + list(heads[1].input_ids[heads[1].prompt_len:])
     assert masks[0].tolist() == [0] * len(head) + list(heads[1].action_mask[heads[1].prompt_len:])
 

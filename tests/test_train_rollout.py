@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import tests.coin_env  # noqa: F401  (registers lopd-test/Coin-v0)
+from lopd_envs.chat import TextTools
 from lopd_train import models
 from lopd_train.rollout.engine import SamplingConfig, make_envs, run_episodes
 from lopd_train.scoring import student_logits
@@ -101,7 +102,7 @@ def test_no_second_tool_listing_when_the_env_prompt_already_has_one(tiny):
     msgs = [{"role": "system", "content": "Here is a list of functions: [{'name': 'math.factorial'}]"},
             {"role": "user", "content": "5!"}]
     assert "You may call" not in models.render_chat(tok, msgs, tools)
-    assert "You may call" in models.render_chat(tok, msgs, tools, tool_prompt="always")
+    assert "You may call" in models.render_chat(tok, msgs, tools, text_tools=TextTools(prompt="always"))
 
 
 def test_sampler_records_the_policy_top_m_at_temperature_one(tiny):

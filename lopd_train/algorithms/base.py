@@ -156,8 +156,8 @@ class Algorithm:
         first = members[0]
         extra = {"framing": framing} if framing is not None else {}
         cp = context_prompt(self.tokenizer, first.input_ids[:first.prompt_len], first.messages, first.tools,
-                            n_latent=n_latent, text=text, tool_syntax=self.cfg.tool_syntax,
-                            tool_prompt=self.cfg.tool_prompt, **extra)
+                            n_latent=n_latent, text=text, text_tools=self.cfg.text_tools,
+                            **extra)
         views = [cp.sequence(t.input_ids, t.action_mask) for t in members]
         seqs = [torch.tensor(ids, dtype=torch.long, device=self.device) for ids, _ in views]
         masks = [torch.tensor(mask, dtype=torch.long, device=self.device) for _, mask in views]

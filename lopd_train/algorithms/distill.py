@@ -174,7 +174,7 @@ class SelfDistillation(Algorithm):
             return seqs, masks
         first = members[0]
         rp = reprompt(self.tokenizer, first.messages, first.tools, text, first.prompt_len,
-                      tool_syntax=self.cfg.tool_syntax, tool_prompt=self.cfg.tool_prompt)
+                      text_tools=self.cfg.text_tools)
         views = [rp.sequence(t.input_ids, t.action_mask) for t in members]
         seqs = [torch.tensor(ids, dtype=torch.long, device=self.device) for ids, _ in views]
         masks = [torch.tensor(mask, dtype=torch.long, device=self.device) for _, mask in views]

@@ -92,7 +92,7 @@ class SkillSD(SelfDistillation):
     def summary_prompt(self, experience) -> list[int]:
         """The token ids the model summarises ``experience`` from (its compact trace in :data:`SUMMARY_PROMPT`)."""
         text = models.render_chat(self.tokenizer, [{"role": "user", "content": SUMMARY_PROMPT.format(
-            trajectory=experience.text)}], tool_prompt="never")
+            trajectory=experience.text)}])
         return models.encode(self.tokenizer, text)
 
     def summarise(self, experiences) -> list[str]:
@@ -104,7 +104,7 @@ class SkillSD(SelfDistillation):
         if who not in ("student", "base"):
             model, tok = self.summariser_model()
             prompts = [models.encode(tok, models.render_chat(tok, [{"role": "user", "content": SUMMARY_PROMPT.format(
-                trajectory=e.text)}], tool_prompt="never")) for e in experiences]
+                trajectory=e.text)}])) for e in experiences]
             outs = generate(model, tok, prompts, cfg)
             return [tok.decode(toks, skip_special_tokens=True).strip() for toks, *_ in outs]
         was_training = self.policy.training

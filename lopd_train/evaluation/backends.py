@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lopd_envs.chat import tools_already_listed, with_tool_prompt
 from lopd_envs.wire import openai_messages, openai_tools
 from lopd_train.evaluation import openai_reply
 from lopd_train.evaluation.openai_reply import BadReply
@@ -72,8 +71,7 @@ class BackendError(RuntimeError):
 def _prompt_ids(tokenizer, conv: Conversation, sampling: Sampling) -> list[int]:
     from lopd_train import models  # torch: only the hf and vllm backends render prompts here
 
-    text = models.render_chat(tokenizer, conv.messages, conv.tools, tool_syntax=sampling.tool_syntax,
-                              tool_prompt=sampling.tool_prompt)
+    text = models.render_chat(tokenizer, conv.messages, conv.tools, text_tools=sampling.text_tools)
     return models.encode(tokenizer, text)
 
 
@@ -283,10 +281,7 @@ class OpenAIBackend:
         if native and conv.tools:
             messages = openai_messages(conv.messages)
         else:
-            skip = sampling.tool_prompt == "never" or (
-                sampling.tool_prompt == "auto" and tools_already_listed(conv.messages, conv.tools))
-            messages = openai_messages(with_tool_prompt(conv.messages, None if skip else conv.tools,
-                                                        sampling.tool_syntax))
+            messages = openai_messages(sampling.text_tools.apply(conv.messages, conv.tools))
         body = {"model": self.model, "messages": messages, "max_tokens": sampling.max_new_tokens,
                 "temperature": 0.0 if sampling.greedy else sampling.temperature, "top_p": 1.0, "seed": conv.seed}
         if native and conv.tools:  # "auto" is OpenAI's default, but llama-cpp-python ignores tools= without it

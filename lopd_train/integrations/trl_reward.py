@@ -34,7 +34,7 @@ from typing import Any
 import gymnasium as gym
 
 import lopd_envs
-from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
+from lopd_envs.chat import TextTools, clean_message
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +74,7 @@ def lopd_prompts(env_id: str, tasks: Sequence[str] | None = None, tool_syntax: s
     rows: dict[str, list] = {"prompt": [], TASK_COLUMN: []}
     try:
         for task_id, obs, tools in task_openings(env, tasks):
-            listed = not tools or tools_already_listed(obs, tools)
-            rows["prompt"].append(plain(obs if listed else with_tool_prompt(obs, tools, tool_syntax)))
+            rows["prompt"].append(plain(TextTools(tool_syntax).apply(obs, tools)))
             rows[TASK_COLUMN].append(task_id)
     finally:
         env.close()

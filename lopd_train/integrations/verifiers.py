@@ -45,7 +45,7 @@ import verifiers as vf
 from datasets import Dataset
 
 import lopd_envs
-from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
+from lopd_envs.chat import TextTools
 from lopd_envs.wire import answered_calls, function_of, read_message
 from lopd_train import textforms
 
@@ -71,8 +71,7 @@ def task_rows(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str] | No
             obs, info = env.reset(options={"task_id": task_id})
             tools = info.get("tools") or []
             native = tool_mode == "native" and tools
-            listed = native or tools_already_listed(obs, tools)
-            prompt = [clean_message(m) for m in obs] if listed else with_tool_prompt(obs, tools, tool_syntax)
+            prompt = TextTools(tool_syntax, "never" if native else "auto").apply(obs, tools)
             rows["prompt"].append([{"role": m["role"], "content": m["content"]} for m in prompt])
             rows["answer"].append("")
             extra = {"tool_defs": [_tool_def(t) for t in tools]} if native else {}

@@ -24,7 +24,7 @@ import gymnasium as gym
 import verifiers.v1 as vf
 
 import lopd_envs
-from lopd_envs.chat import clean_message, tools_already_listed, with_tool_prompt
+from lopd_envs.chat import TextTools
 
 
 class LopdTasksetConfig(vf.TasksetConfig):
@@ -77,8 +77,7 @@ class LopdTaskset(vf.Taskset[LopdTask, LopdTasksetConfig]):
             for task_id in ids:
                 obs, info = env.reset(options={"task_id": task_id})
                 tools = info.get("tools") or []
-                opening = ([clean_message(m) for m in obs] if tools_already_listed(obs, tools)
-                           else with_tool_prompt(obs, tools, self.config.tool_syntax))
+                opening = TextTools(self.config.tool_syntax).apply(obs, tools)
                 system = "\n\n".join(m["content"] for m in opening if m["role"] == "system") or None
                 prompt = [{"role": m["role"], "content": m["content"]} for m in opening if m["role"] != "system"]
                 yield LopdTask(LopdTaskData(id=info["task_id"], name=info["task_id"], system_prompt=system,

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lopd_envs.chat import TextTools
 from lopd_train import models
 from lopd_train.rollout.replay import TRANSCRIPT_KEY, attach_transcript  # noqa: F401  (attach_transcript: its old home)
 
@@ -92,14 +93,14 @@ def unused_mark(text: str) -> str:
 
 
 def task_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
-                    tools: list[dict[str, Any]] | None, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> int:
+                    tools: list[dict[str, Any]] | None, text_tools: TextTools = TextTools()) -> int:
     """Index into ``prompt_ids`` where the content of the task's user message (:func:`task_message_index`)
     begins, as the rollout rendered it."""
     k = task_message_index(messages)
     mark = unused_mark(json.dumps([messages, tools], ensure_ascii=False, default=str))
     marked = [dict(m) for m in messages]
     marked[k]["content"] = mark + str(marked[k].get("content") or "")
-    text = models.render_chat(tokenizer, marked, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
+    text = models.render_chat(tokenizer, marked, tools, text_tools=text_tools)
     head = models.encode(tokenizer, text.split(mark, 1)[0])
     if list(prompt_ids[:len(head)]) != head:
         raise ValueError("cannot place the context: the prompt's tokens do not split at the start of the task's "
@@ -109,7 +110,7 @@ def task_turn_start(tokenizer, prompt_ids: Sequence[int], messages: list[dict[st
 
 def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
                    tools: list[dict[str, Any]] | None = None, n_latent: int = 0, text: str | None = None,
-                   tool_syntax: str = "hermes", tool_prompt: str = "auto",
+                   text_tools: TextTools = TextTools(),
                    framing: tuple[str, str] = (FRAMING_BEFORE, FRAMING_AFTER)) -> ContextPrompt:
     """The prompt with a context block at the start of the task's user message: ``framing[0]`` (default
     ``FRAMING_BEFORE``), then ``n_latent`` placeholder ids (latent context) or the tokens of ``text``, then
@@ -117,10 +118,10 @@ def context_prompt(tokenizer, prompt_ids: Sequence[int], messages: list[dict[str
     reference answer, feedback, skills) pass their own framing; the place is the same for all.
 
     ``prompt_ids``/``messages``/``tools`` are the rollout's own prompt and what it was rendered from;
-    ``tool_syntax``/``tool_prompt`` must be the sampler's (the same rendering)."""
+    ``text_tools`` must be the sampler's (the same rendering)."""
     if (n_latent > 0) == (text is not None):
         raise ValueError("give either n_latent > 0 (latent context) or text (a text context)")
-    at = task_turn_start(tokenizer, prompt_ids, messages, tools, tool_syntax, tool_prompt)
+    at = task_turn_start(tokenizer, prompt_ids, messages, tools, text_tools)
     before = models.encode(tokenizer, framing[0])
     body = [placeholder_id(tokenizer)] * n_latent if text is None else models.encode(tokenizer, text)
     block = before + body + models.encode(tokenizer, framing[1])
@@ -253,13 +254,13 @@ class RepromptedPrompt:
 
 
 def reprompt(tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, user_text: str,
-             prompt_len: int, tool_syntax: str = "hermes", tool_prompt: str = "auto") -> RepromptedPrompt:
+             prompt_len: int, text_tools: TextTools = TextTools()) -> RepromptedPrompt:
     """The references' teacher prompt: the episode's opening ``messages`` with the last one (the task's user
     message) replaced by ``user_text``, rendered with the sampler's template settings and tokenised whole."""
     if not messages or messages[-1].get("role") != "user":
         raise ValueError("the references rebuild the last message, which must be the task's user message")
     msgs = [dict(m) for m in messages[:-1]] + [{"role": "user", "content": user_text}]
-    text = models.render_chat(tokenizer, msgs, tools, tool_syntax=tool_syntax, tool_prompt=tool_prompt)
+    text = models.render_chat(tokenizer, msgs, tools, text_tools=text_tools)
     return RepromptedPrompt(models.encode(tokenizer, text), int(prompt_len))
 
 

@@ -240,12 +240,12 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
         lat = None
         if kind == "text":
             text = text_context(experiences[i], cfg.experience_format, cfg.experience_tokens, tok)
-            prompt = context_prompt(tok, prompt, t.messages, t.tools, text=text, tool_syntax=cfg.tool_syntax,
-                                    tool_prompt=cfg.tool_prompt).input_ids
+            prompt = context_prompt(tok, prompt, t.messages, t.tools, text=text,
+                                    text_tools=cfg.text_tools).input_ids
         elif kind == "latent":
             lat = algo.compose(t.task, list(experiences[i]))
             cp = context_prompt(tok, prompt, t.messages, t.tools, n_latent=lat.shape[0],
-                                tool_syntax=cfg.tool_syntax, tool_prompt=cfg.tool_prompt)
+                                text_tools=cfg.text_tools)
             prompt, positions = cp.input_ids, cp.positions
         elif kind != "none":
             raise ValueError(f"kind must be none, text or latent, got {kind!r}")

@@ -281,8 +281,8 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
         meta = []
         for ep, (obs, info) in zip(live, starts):
             tools = info.get("tools") or []
-            ep.ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax,
-                                                                    tool_prompt=cfg.tool_prompt))
+            ep.ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools,
+                                                                    text_tools=cfg.text_tools))
             ep.mask = [0] * len(ep.ids)
             ep.logps = [0.0] * len(ep.ids)
             meta.append((obs, info, tools, len(ep.ids)))

@@ -64,8 +64,7 @@ def replay_trace(env: gym.Env, tokenizer, trace, cfg: Sampling, group: int = 0) 
     recorded. Used for cold start and the PIG diagnostic."""
     obs, info = env.reset(options={"task_id": trace.task_id})
     tools = info.get("tools") or []
-    ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, tool_syntax=cfg.tool_syntax,
-                                                      tool_prompt=cfg.tool_prompt))
+    ids = models.encode(tokenizer, models.render_chat(tokenizer, obs, tools, text_tools=cfg.text_tools))
     prompt_len = len(ids)
     mask = [0] * len(ids)
     seq = trace.metadata.get(SEQUENCE_KEY) if isinstance(trace.metadata, dict) else None
@@ -77,7 +76,7 @@ def replay_trace(env: gym.Env, tokenizer, trace, cfg: Sampling, group: int = 0) 
                           messages=copy.deepcopy(obs), tools=tools, group=group, turns=max(1, sum(
                               1 for a, b in zip([0] + seq["mask"], seq["mask"]) if b and not a)))
     for k, step in enumerate(trace.steps):
-        toks = models.encode(tokenizer, action_text(step.action, cfg.tool_syntax)) + [tokenizer.eos_token_id]
+        toks = models.encode(tokenizer, action_text(step.action, cfg.text_tools.syntax)) + [tokenizer.eos_token_id]
         ids += toks
         mask += [1] * len(toks)
         if step.result and k + 1 < len(trace.steps):

@@ -63,7 +63,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from lopd_envs.sandbox import docker_server as wire
 from lopd_envs.sandbox.base import (
@@ -304,8 +304,6 @@ class DockerSandbox(Sandbox):
         folder = Path(tempfile.mkdtemp(prefix="lopd-docker-"))
         os.chmod(folder, 0o755)
         tmpfs = f"size={shape.file_size},nr_inodes=4096,mode=1777"
-        from docker.types import LogConfig  # imported with the SDK by __init__ already
-
         try:
             container = self.client.containers.run(
                 self.image, ["python", "-I", "-S", "-c", INIT], detach=True, user=ROOT, working_dir="/sandbox",
@@ -316,7 +314,8 @@ class DockerSandbox(Sandbox):
                 environment={"HOME": "/tmp", "PATH": PATH},
                 sysctls={"kernel.shmmax": "0", "kernel.shmall": "0", "kernel.msgmni": "0",
                          "kernel.sem": "0 0 0 0", "fs.mqueue.queues_max": "0"},
-                log_config=LogConfig(type="none"), labels={LABEL: self._owner})
+                log_config=cast(Any, {"type": "none"}),  # the SDK makes its LogConfig of a dict
+                labels={LABEL: self._owner})
         except Exception:
             shutil.rmtree(folder, ignore_errors=True)
             raise

@@ -48,5 +48,5 @@ def test_smoke_run_prints_medians_ranges_and_the_load(tmp_path, capsys):
     number = r"[\d.]+ \([\d.]+-[\d.]+\)"
     assert re.search(rf"whole episodes : env {number} steps/s\s+in-process {number} steps/s\s+ratio {number}", text)
     assert re.search(rf"tool-call steps: env {number} steps/s", text)
-    assert re.search(r"^load average [\d. ]+ -> [\d. ]+$", text, re.M)
+    assert re.search(r"^load average [\d. ]+ -> [\d. ]+$", text, re.MULTILINE)
     assert len(result["load_average"]["before"]) == len(result["load_average"]["after"]) == 3

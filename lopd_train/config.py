@@ -302,8 +302,8 @@ class HeldoutSection:
                                        "(heldout.jsonl); 0: never")
     eval_tasks: list[str] | None = listed(None, "held-out task ids (default: every task of the eval env); "
                                         "removed from the default training pool, an error in an explicit --tasks")
-    eval_env_kwargs: dict[str, Any] = table("gym.make keyword arguments of the held-out env over the training env's, as a "
-                                      "JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
+    eval_env_kwargs: dict[str, Any] = table("gym.make keyword arguments of the held-out env over the training "
+                                            "env's, as a JSON object (e.g. {\"split\": \"eval\"} for EnvScaler)")
     eval_training_tasks: bool = knob(False, "also evaluate the student greedily on its training tasks at the same "
                                             "rollout counts (train_eval.jsonl): the reward RL optimises, beside the "
                                             "held-out reward")
@@ -336,9 +336,9 @@ class LoggingSection:
     export: bool = knob(True, "export the merged student at the end (plain transformers folder)")
     tensorboard: bool = knob(True, "write TensorBoard events")
     progress: bool = knob(True, "show progress bars")
-    report_to: list[str] = listed(["tensorboard"], "accelerate's trackers of every metric and of the rollout tables, several "
-                                           f"at once: {', '.join(tracking.REPORT_TO)} (all: every one installed; "
-                                           "lopd_train/tracking.py)")
+    report_to: list[str] = listed(["tensorboard"], "accelerate's trackers of every metric and of the rollout tables, "
+                                                   f"several at once: {', '.join(tracking.REPORT_TO)} (all: every one "
+                                                   "installed; lopd_train/tracking.py)")
     push_to_hub: str | None = knob(None, "upload the exported student (weights, tokenizer, model card) to this Hugging "
                                          "Face hub model repository at the end (lopd-export does it later)")
     rollout_table_every: int = knob(0, "every N steps, log a table of that step's rollouts (prompt tail, completion, "
@@ -620,43 +620,42 @@ def _is_table(typ: Any) -> bool:
     return typing.get_origin(typ) is dict or any(typing.get_origin(t) is dict for t in typing.get_args(typ))
 
 
+def _held(f: dataclasses.Field, typ: Any, v: Any) -> Any:
+    """A setting's value in the form the config holds it: a list setting as a list (a comma-separated string
+    split; a string keyword default such as ``"all-linear"`` kept alone; None kept: the setting's default
+    meaning), a table setting as a dict (JSON text loaded and checked; None: {}); anything else as it is."""
+    if _is_list(typ):
+        if v is None and f.metadata.get("action") != "extend":
+            return None
+        items = textforms.as_list(v)
+        keyword = f.default if isinstance(f.default, str) else None
+        return keyword if keyword is not None and items in ([], [keyword]) else items
+    if _is_table(typ):
+        return textforms.as_table(v, f.name)
+    return v
+
+
 def normalise(obj: Any) -> None:
-    """In place, once, when a config is built: list settings as lists (a comma-separated string from a flag, an
-    older file or a saved run config split; a string keyword default such as ``"all-linear"`` kept alone), table
-    settings as dicts (JSON text loaded and checked; None: {})."""
+    """In place, once, when a config is built: every list and table setting in its held form (:func:`_held`),
+    however it was written (flags, a TOML list or table, a comma string or JSON text of an older file)."""
     types = field_types(type(obj))
     for f in dataclasses.fields(obj):
-        v, typ = getattr(obj, f.name), types[f.name]
-        if _is_list(typ):
-            if v is None and f.metadata.get("action") != "extend":
-                continue  # None: the setting's default meaning (every task ...)
-            items = textforms.as_list(v)
-            keyword = f.default if isinstance(f.default, str) else None
-            setattr(obj, f.name, keyword if keyword is not None and items in ([], [keyword]) else items)
-        elif _is_table(typ):
-            setattr(obj, f.name, textforms.as_table(v, f.name))
+        setattr(obj, f.name, _held(f, types[f.name], getattr(obj, f.name)))
 
 
 def normalised_settings(cls: type, settings: dict[str, Any]) -> dict[str, Any]:
     """A saved settings dict (a run folder's ``config.json`` or ``run.json``, perhaps of an older lopd with
-    comma strings and JSON text) with its list and table settings in today's form, so two runs' settings
-    compare equal whatever form each was saved in. Unknown keys and other values are kept as they are."""
-    types = field_types(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    comma strings and JSON text) with its list and table settings in the form ``cls`` holds them, so two runs'
+    settings compare equal whatever form each was saved in. Unknown keys and unreadable text are kept as they
+    are."""
+    types, fields = field_types(cls), {f.name: f for f in dataclasses.fields(cls)}
     out = dict(settings)
     for key, v in settings.items():
-        typ = types.get(key)
-        if typ is None or v is None:
-            continue
-        try:
-            if _is_list(typ):
-                keyword = fields[key].default if isinstance(fields[key].default, str) else None
-                items = textforms.as_list(v)
-                out[key] = keyword if keyword is not None and items in ([], [keyword]) else items
-            elif _is_table(typ):
-                out[key] = textforms.as_table(v, key)
-        except ValueError:
-            pass  # unreadable saved text: compared as it is
+        if key in fields:
+            try:
+                out[key] = _held(fields[key], types[key], v)
+            except ValueError:
+                pass  # compared as saved
     return out
 
 

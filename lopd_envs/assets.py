@@ -151,7 +151,7 @@ def locate(benchmark: Benchmark, relpath: str, data_dir: str | os.PathLike | Non
             if target.exists():
                 return target
             reason = f"the download from {describe(source)} did not contain {relpath}"
-        except Exception as exc:  # network, pip, checksum: all become the one clear message below
+        except Exception as exc:  # noqa: BLE001 - network, pip, checksum: all become the one clear message below
             reason = f"download from {describe(source)} failed: {exc}"
     elif source is not None:
         reason = f"offline ({OFFLINE_ENV} set), so {describe(source)} was not downloaded"

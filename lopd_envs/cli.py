@@ -45,7 +45,7 @@ def _describe(env_id: str, entry_point: str, variant: dict, data_dir: str | None
         first = str(exc).splitlines()[0]
         print(f"{label}\n  data: MISSING ({first})")
         return
-    except Exception as exc:  # one broken suite must not hide the others
+    except Exception as exc:  # noqa: BLE001 - one broken suite must not hide the others
         print(f"{label}\n  error: {type(exc).__name__}: {exc}")
         return
     counts = collections.Counter(t.category for t in env.tasks)
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = plugins[argv[0]].load()
         except ImportError as e:
             raise SystemExit(f"lopd {argv[0]} needs {plugins[argv[0]].value.split(':')[0].split('.')[0]}: "
-                             f"pip install 'lopd[train]' ({e})")
+                             f"pip install 'lopd[train]' ({e})") from e
         return command(argv[1:])
     args = build_parser().parse_args(argv)
     if args.group == "envs":

@@ -32,13 +32,13 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from lopd_envs.wire import link_tool_results, read_message
 from lopd_envs.wire import openai_tools as openai_tools  # the tools= list for the agent's server, offered here too
 
 Message = dict[str, Any]
-AgentReply = Union[str, Message]
+AgentReply = str | Message
 Agent = Callable[..., AgentReply | Awaitable[AgentReply]]
 
 
@@ -146,7 +146,7 @@ def run_episode(env, agent: Agent, task_id: str | None = None, seed: int | None 
             reply = ep.ask(agent, wants_tools)
             if inspect.isawaitable(reply):
                 raise TypeError("this agent is async: use arun_episode / arun_episodes")
-        except Exception as exc:  # the agent's failure ends its episode, unscored
+        except Exception as exc:  # noqa: BLE001 - the agent's failure ends its episode, unscored
             ep.fail(exc)
             break
         ep.step(reply)
@@ -164,7 +164,7 @@ async def arun_episode(env, agent: Agent, task_id: str | None = None, seed: int 
             reply = ep.ask(agent, wants_tools)
             if inspect.isawaitable(reply):
                 reply = await reply
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the agent's failure ends its episode, unscored (as above)
             ep.fail(exc)
             break
         await asyncio.to_thread(ep.step, reply)

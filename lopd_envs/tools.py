@@ -340,7 +340,7 @@ def parse_action(action: Any) -> AssistantTurn:
         if isinstance(action, dict):
             return _parse_message(action)
         return AssistantTurn(_preview(action), parse_error=f"action must be text or a message, got {type(action).__name__}")
-    except Exception as exc:  # noqa: BLE001 - the contract: nothing raises out of step
+    except Exception as exc:  # the contract: nothing raises out of step
         log.exception("tool-call parser failed on an action")
         return AssistantTurn("", parse_error=f"internal parser error: {type(exc).__name__}")
 

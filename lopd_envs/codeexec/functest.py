@@ -114,7 +114,7 @@ def run_function_tests(sandbox: Sandbox, code: str, entry_point: str, groups: Se
     groups = capped_digests(groups, 0 if reference else MAX_DIGESTS)
     request = {"code": code, "entry_point": entry_point, "guard": guard, "reference": reference,
                "output_not_none": output_not_none, "set_eq": set_eq, "memory": memory,
-               "groups": [{"name": g.name, "inputs": "@INPUTS%d@" % k,
+               "groups": [{"name": g.name, "inputs": f"@INPUTS{k}@",
                            "time_limits": list(g.time_limits) if g.time_limits is not None else None,
                            "budget": g.budget, "digests": sorted(g.digests) if g.digests else None}
                           for k, g in enumerate(groups)]}

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from lopd_envs.sandbox.folders import workdir
 
@@ -221,7 +220,7 @@ class Sandbox:
         start = time.monotonic()
         try:
             return self._execute(code, files or {}, data, lim, interact)
-        except Exception as exc:  # the sandbox broke (not the program): report, never raise
+        except Exception as exc:  # noqa: BLE001 - the sandbox broke (not the program): report, never raise
             return RunResult("", "", None, False, False, time.monotonic() - start, self.name, self.isolating,
                              error=f"{type(exc).__name__}: {exc}")
 

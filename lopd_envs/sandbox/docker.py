@@ -668,7 +668,7 @@ def _remove_orphans(client) -> None:
     host = socket.gethostname()
     try:
         for container in client.containers.list(all=True, filters={"label": LABEL}):
-            name, pid, started, _ = (container.labels.get(LABEL, "").split(":") + ["", "", "", ""])[:4]
+            name, pid, started, _ = [*container.labels.get(LABEL, "").split(":"), "", "", "", ""][:4]
             if name == host and pid.isdigit() and _process_id(int(pid)) != f"{pid}:{started}":
                 container.remove(force=True)
     except Exception:  # noqa: BLE001 - best effort

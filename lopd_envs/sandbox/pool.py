@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Self
 
 from lopd_envs.sandbox.base import RunRequest, RunResult, Sandbox, default_workers
 
@@ -32,7 +33,7 @@ class SandboxPool:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
 
-    def __enter__(self) -> SandboxPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

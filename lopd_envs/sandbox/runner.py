@@ -90,7 +90,7 @@ def finish(run: Started, stdin: bytes, limits: Limits, backend: str, isolating: 
     try:
         pump = _Pump(run.proc, Supervision(limits, interact, start))
         pump.run(stdin)
-    except Exception as exc:  # noqa: BLE001 - a scorer bug or a selector failure: the run still dies below
+    except Exception as exc:  # a scorer bug or a selector failure: the run still dies below
         if pump is None:
             raise
         pump.watch.fail(f"the host side of the run failed: {type(exc).__name__}: {exc}")

@@ -51,7 +51,7 @@ import weakref
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from lopd_envs.sandbox import runner, seccomp
 from lopd_envs.sandbox.base import SESSION_UIDS, Limits, MiB, Sandbox, SandboxUnavailable, as_root, scrubbed_env
@@ -325,7 +325,7 @@ class SandboxSession:
                 pass
         _live.discard(self)
 
-    def __enter__(self) -> SandboxSession:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

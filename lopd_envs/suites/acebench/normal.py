@@ -163,19 +163,19 @@ def _official_call(description: dict, model_call: Call, gold_call: Call) -> Verd
         if is_variable:
             continue
         expected = gold[param]
-        if declared == dict:
+        if declared is dict:
             if not _dict_check(value, expected):
                 return fail("value_error", f"wrong value for parameter ({param}) of api ({name}): "
                                            f"[expected: {expected}, real: [{value}]]")
-        elif declared == list and nested == dict:
+        elif declared is list and nested is dict:
             if len(value) != len(expected) or not all(_dict_check(v, g) for v, g in zip(value, expected)):
                 return fail("value_error:list_dict_count" if len(value) != len(expected) else "value_error",
                             f"wrong value for parameter ({param}) of api ({name}): [expected: {expected}, real: [{value}]]")
-        elif declared == str:
+        elif declared is str:
             if standardize(expected) not in standardize(value):
                 return fail("value_error:string", f"wrong value for parameter ({param}) of api ({name}): "
                                                   f"[expected: {expected}, real: [{value}]]")
-        elif declared == list:
+        elif declared is list:  # noqa: SIM102 - one branch per declared type, as above
             if not _list_check(value, expected):
                 return fail("value_error:list/tuple", f"wrong value for parameter ({param}) of api ({name}): "
                                                       f"[expected {expected}, real: [{value!r}]]")
@@ -313,7 +313,7 @@ def score_normal(text: str, functions: list[dict], gold: dict | list[dict], mode
             verdict = check(functions, calls, alternative)
         except _Crash as exc:
             verdict = fail("checker_crash", f"the official checker raises here: {exc}")
-        except Exception as exc:  # e.g. an answer value of a type the checker indexes wrongly
+        except Exception as exc:  # noqa: BLE001 - e.g. an answer value of a type the checker indexes wrongly
             verdict = fail("checker_crash", f"the official checker raises here: {type(exc).__name__}: {exc}")
         if verdict.valid:
             return Verdict(True, extra={"calls": calls})

@@ -33,7 +33,7 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from functools import cache, lru_cache
+from functools import cache
 from hashlib import sha1
 from pathlib import Path
 from typing import Any, cast
@@ -148,7 +148,7 @@ class Runner:
                 raise PermissionError(f"Function call {head} is not allowed.")
             tree = cast(ast.Expression, compile(call, "<string>", "eval", ast.PyCF_ONLY_AST))
             result = self._eval(tree.body)
-        except (Exception, RecursionError) as exc:  # everything a model call can do wrong
+        except (Exception, RecursionError) as exc:  # noqa: BLE001 - everything a model call can do wrong
             return f"Error during execution: {exc}", True
         if type(result) is str:
             return result, False

@@ -255,7 +255,7 @@ def _js_array(code: str, nested: str | None) -> Any:
         if nested:
             return [js_value(e.strip(), nested, "String") for e in items]
         return [js_literal(e.strip()) for e in items]
-    except Exception:  # the official converter falls back to the text on any error
+    except Exception:  # noqa: BLE001 - the official converter falls back to the text on any error
         return code
 
 
@@ -276,7 +276,7 @@ def _js_dict(code: str) -> Any:
             else:
                 out[key] = js_literal(value.strip("'\""))
         return out
-    except Exception:
+    except Exception:  # noqa: BLE001 - the official converter falls back to the text on any error
         return code
 
 

@@ -246,7 +246,7 @@ def _java_value_nested(value: str) -> str:
 def _squash(text: str) -> str:
     """Tokens joined without whitespace, except after ``new`` (string literals kept whole)."""
     out = []
-    for kind, token in _tokens(text):
+    for _kind, token in _tokens(text):
         out.append(token + " " if token == "new" else token)
     return "".join(out)
 

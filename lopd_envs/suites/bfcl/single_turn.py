@@ -34,6 +34,6 @@ def score_single_turn(decoded: Any, decode_error: str | None, functions: list[di
                 "error_type": "ast_decoder:decoder_wrong_output_format"}
     try:
         return ast_check(functions, decoded, answer, language, category)
-    except Exception as exc:  # the official checker would crash the whole run here
+    except Exception as exc:  # noqa: BLE001 - the official checker would crash the whole run here
         return {"valid": False, "error": [f"checker could not evaluate this answer: {type(exc).__name__}: {exc}"],
                 "error_type": "ast_checker:error"}

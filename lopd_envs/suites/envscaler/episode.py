@@ -13,7 +13,7 @@ episode. A worker that hangs, crashes or breaks its reply budget ends the episod
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lopd_envs.actions import AssistantTurn
 from lopd_envs.core import Episode, Reaction
@@ -24,6 +24,9 @@ from lopd_envs.suites.envscaler.isolation import EnvWorker
 from lopd_envs.suites.envscaler.users import make_user, opening_conversation, parse_reply
 from lopd_envs.tasks import Score, Task
 from lopd_envs.trace import compact
+
+if TYPE_CHECKING:  # env.py imports this module
+    from lopd_envs.suites.envscaler.env import EnvScalerEnv
 
 log = logging.getLogger(__name__)
 NOT_RUN = "not executed: EnvScaler's runner executes only the first tool call of an action"
@@ -39,7 +42,9 @@ def _check_items(sc: Scenario) -> list[str]:
 
 
 class EnvScalerEpisode(Episode):
-    def __init__(self, env: Any, task: Task):
+    env: EnvScalerEnv
+
+    def __init__(self, env: EnvScalerEnv, task: Task):
         super().__init__(env, task)
         self.scenario: Scenario = task.data["scenario"]
         self.environment: Environment = task.data["environment"]
@@ -54,8 +59,8 @@ class EnvScalerEpisode(Episode):
     def opening(self) -> list[dict[str, Any]]:
         intro = prompts.environment_introduction(self.environment.introduction, self.environment.rules)
         system = {"role": "system", "content": prompts.agent_system(self.conversational, intro, self.environment.tools)}
-        self.worker = self.env.start_worker()
-        problem = self.worker.create(self.environment.class_code, self.scenario.class_name or self.environment.class_name,
+        self.worker = worker = self.env.start_worker()
+        problem = worker.create(self.environment.class_code, self.scenario.class_name or self.environment.class_name,
                                      self.scenario.init_config)
         if problem is not None:
             self.ending, self.detail = "setup", problem
@@ -70,7 +75,7 @@ class EnvScalerEpisode(Episode):
     def _ask_user(self) -> str | None:
         try:
             raw = str(self.user(list(self.conversation)))
-        except Exception as exc:  # a failing simulator ends the episode; it is scored as it stands
+        except Exception as exc:  # noqa: BLE001 - a failing simulator ends the episode; it is scored as it stands
             self.ending, self.detail = "user_failed", f"{type(exc).__name__}: {exc}"
             return None
         self.conversation.append({"role": "assistant", "content": raw})
@@ -123,8 +128,10 @@ class EnvScalerEpisode(Episode):
         observation: list[dict[str, Any]] = []
         results, errors = [], []
         names = None if not self.strict else [t.get("function", t).get("name") for t in self.environment.tools]
+        worker = self.worker
+        assert worker is not None  # opening() started it
         for call in action.calls:
-            outcome = self.worker.call(call.name, call.arguments, names)
+            outcome = worker.call(call.name, call.arguments, names)
             if outcome.status == "ok":
                 observation.append({"role": "tool", "name": call.name, "content": outcome.text})
             elif outcome.status == "invalid":
@@ -134,7 +141,7 @@ class EnvScalerEpisode(Episode):
             else:  # an official exception, or a dead worker: the episode ends here
                 observation.append(_user(outcome.text))
                 self.ending = "exception" if outcome.status == "exception" else "worker"
-                self.detail = outcome.text if outcome.status == "exception" else self.worker.error
+                self.detail = outcome.text if outcome.status == "exception" else worker.error
             results.append(compact(outcome.text))
             errors.append(outcome.status != "ok" or outcome.failed)
             if self.ending is not None:

@@ -15,6 +15,7 @@ model needs no format), which the module docstring of the suite lists as a devia
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 from lopd_envs.suites.acebench.users import Conversation, LLMUser, ScriptedUser, UserSimulator
 from lopd_envs.suites.envscaler.prompts import AGENT_OPENER, AGENT_PREFIX, STOP, USER_SYSTEM
@@ -49,7 +50,7 @@ def make_user(user: UserSimulator | Sequence[str] | None, task: str) -> UserSimu
         return default_user(task)
     if isinstance(user, (list, tuple)):
         return ScriptedUser(list(user))
-    return user
+    return cast(UserSimulator, user)  # the lines (a list or tuple) were taken above
 
 
 def render_official(conversation: Conversation) -> str:

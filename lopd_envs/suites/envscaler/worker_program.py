@@ -9,6 +9,8 @@ done only as the init of its own PID namespace (bubblewrap), where a check can a
 read the worker; outside one (the process backend) ``kill(-1)`` would reach the host's processes. The host
 trusts no reply: it enforces its own deadlines and budgets.
 """
+# pyright: reportUndefinedVariable=false
+# (read_frame, write_frame and channel_fds come from the channel prelude this program is sent after)
 import builtins
 import collections  # noqa: F401 - preloaded: generated environment classes import these
 import copy
@@ -62,7 +64,7 @@ class Episode:
         module = types.ModuleType("dynamic_env")
         try:
             exec(compile(req["code"], "<env_class_code>", "exec"), module.__dict__)
-        except BaseException:  # noqa: B036 - SystemExit from env code must not end the worker
+        except BaseException:  # noqa: BLE001 - SystemExit from env code must not end the worker
             return {"ok": False, "error": _error_text("env class code failed: ")}
         cls = getattr(module, req["class_name"], None)
         if cls is None:
@@ -81,7 +83,7 @@ class Episode:
                     setattr(instance, key, value)
             self.instance = instance
             self.initial = _state(instance)
-        except BaseException:  # noqa: B036
+        except BaseException:  # noqa: BLE001 - a constructor's exception (SystemExit too) is the reply, not the worker's end
             return {"ok": False, "error": _error_text("environment construction failed: ")}
         return {"ok": True}
 
@@ -95,7 +97,7 @@ class Episode:
             result = getattr(self.instance, name)(**req.get("arguments", {}))
             text = f"{result}"
             failed = isinstance(result, dict) and result.get("success") is False
-        except BaseException:  # noqa: B036
+        except BaseException:  # noqa: BLE001 - a tool's exception (SystemExit too) is EnvScaler's "Error: <Exception>" observation
             return {"ok": False, "error": _error_text("Error: <Exception>\n")}
         limit = int(req.get("max_chars", 100000))
         if len(text) > limit:
@@ -292,7 +294,7 @@ def _run_check(source, initial, final):
         if isinstance(result, bool):
             return {"passed": result is True, "error": None}
         return {"passed": False, "error": "Function did not return a boolean."}
-    except BaseException as exc:  # noqa: B036
+    except BaseException as exc:  # noqa: BLE001 - a raising check fails with its reason, as run_check_function
         return {"passed": False, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
 
@@ -398,12 +400,12 @@ def main():
             req = json.loads(frame)
             request_id = req.get("_id")
             reply = ops[req["op"]](req)
-        except BaseException:  # noqa: B036 - a broken request or a hostile value's __str__
+        except BaseException:  # noqa: BLE001 - a broken request or a hostile value's __str__
             reply = {"ok": False, "error": _error_text("worker error: ")}
         reply["_id"] = request_id
         try:
             payload = json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace")
-        except BaseException:  # noqa: B036
+        except BaseException:  # noqa: BLE001 - a reply that cannot be encoded must still get an answer
             payload = json.dumps({"ok": False, "error": "unencodable reply"}).encode()
         write_frame(payload)  # noqa: F821
         _reap_orphans(None)  # exited children, and the orphans an init inherits

@@ -268,7 +268,7 @@ def read_oracle(meta: Path) -> Oracle | None:
         if len(offsets["base"]) != len(index["base_time"]) or len(offsets["plus"]) != len(index["plus_time"]):
             return None
         starts = offsets["base"] + offsets["plus"]
-        ends = starts[1:] + [index["outputs_size"]]
+        ends = [*starts[1:], index["outputs_size"]]
         nb = len(offsets["base"])
         floats = index.get("floats") or {}
         digests = index.get("digests") or {}

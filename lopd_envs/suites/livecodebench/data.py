@@ -26,7 +26,7 @@ class _StringsOnly(pickle.Unpickler):
     """Unpickles plain data only: any reference to a class or function (the way pickle runs code) is
     refused, so a crafted ``private_test_cases`` field cannot execute anything."""
 
-    def find_class(self, module: str, name: str):  # noqa: D401
+    def find_class(self, module: str, name: str):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from private test cases")
 
     def persistent_load(self, pid: Any):

@@ -46,7 +46,7 @@ def _drop_main_guard(code):
         if isinstance(last, _ast.If) and _ast.unparse(last.test).strip() == "__name__ == '__main__'":
             # ast.unparse takes a list of statements too (undocumented; LCB calls it so)
             code = _ast.unparse(tree.body[:-1]) + "\n" + _ast.unparse(last.body)  # pyright: ignore[reportArgumentType]
-    except Exception:
+    except Exception:  # noqa: BLE001 - LCB's own fallback: the code unchanged when it does not parse
         pass
     return code
 
@@ -62,7 +62,7 @@ def _as_function(code):
                               args=_ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
                               body=rest, decorator_list=[], lineno=-1)
         return PREAMBLE + "\n" + _ast.unparse(imports) + "\n" + _ast.unparse(fn)  # pyright: ignore[reportArgumentType]
-    except Exception:
+    except Exception:  # noqa: BLE001 - LCB's own fallback: the code unchanged when it cannot be wrapped
         return code
 
 

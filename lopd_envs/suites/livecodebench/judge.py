@@ -60,7 +60,7 @@ def stdout_matches(output: str, expected: str) -> tuple[bool, str]:
         dg, dw = decimals(g), decimals(w)
         try:
             same = dg is not None and dw is not None and dg == dw
-        except Exception as exc:  # noqa: BLE001 - decimal.InvalidOperation on signalling NaNs
+        except Exception as exc:  # decimal.InvalidOperation on signalling NaNs
             raise TestingError(f"{type(exc).__name__} comparing {compact(g, 80)} with {compact(w, 80)}") from exc
         if not same:
             return False, f"Wrong answer at output_line_idx={idx}: {compact(g, 80)} != {compact(w, 80)}"
@@ -109,7 +109,7 @@ def failure_entries(problem: dict, i: int, rec: dict, results: list) -> tuple[li
         stdout_matches(str(rec.get("out", "")), problem["outputs"][i])
     except TestingError:
         return [-4], -4
-    return results + [-2], -2
+    return [*results, -2], -2
 
 
 def evaluate(problem: dict, code: str, sandbox: Sandbox, strict: bool = False, timeout: int = TIMEOUT) -> dict:
@@ -275,7 +275,7 @@ def _strict_stdin(problem: dict, code: str, sandbox: Sandbox, timeout: int) -> t
     results: list = []
     sandbox, sys_path = with_numpy(sandbox)
     program = strict_program(code, sys_path)
-    for i, (inp, out) in enumerate(zip(problem["inputs"], problem["outputs"])):
+    for inp, out in zip(problem["inputs"], problem["outputs"]):
         run = sandbox.run(program, stdin=inp, timeout=timeout, memory_limit=MEMORY, output=64 * MiB)
         if run.timed_out:
             results.append(-3)

@@ -9,7 +9,7 @@ because it formats the stored time string as a datetime. Both quirks are the off
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from lopd_envs.suites.acebench.scenarios.base import BaseApi, with_device_text
 
@@ -64,7 +64,7 @@ TEXT = with_device_text({
 class ReminderApi(BaseApi):
     SAVED = ("reminder_list",)
     TEXT = TEXT
-    UNAVAILABLE = {"en": frozenset({"mark_as_notified", "search_reminders"})}
+    UNAVAILABLE: ClassVar[dict[str, frozenset[str]]] = {"en": frozenset({"mark_as_notified", "search_reminders"})}
 
     def __init__(self, language: str = "en"):
         super().__init__(language)

@@ -91,7 +91,7 @@ def agent(language: str, scoring: str, repeat: int) -> dict:
             path = stones[0] if stones and isinstance(stones[0], list) else stones
             env.reset(options={"task_id": task.task_id})
             info: dict = {}
-            for stone in list(path) + [FINISH]:
+            for stone in [*path, FINISH]:
                 *_, terminated, truncated, info = env.step(stone.strip())
                 if terminated or truncated:
                     break

@@ -75,7 +75,7 @@ def gain(g: dict) -> str:
 
 
 def render(rows: list[dict]) -> str:
-    exists, sentence = verdict(rows)
+    _exists, sentence = verdict(rows)
     lines = ["# The decisive test: a task-specific latent channel?", "", f"**{sentence}**", "",
              "PIG = NLL(no context) - NLL(context), nats per sampled token of held-back successful trajectories "
              "(never in the bank); [95% bootstrap interval over trajectories]. *own - other*: the task's own "

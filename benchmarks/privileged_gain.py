@@ -183,7 +183,7 @@ def main(argv=None) -> int:
             same = sum(e.task_id == t.task_id for t, es in zip(held, exps) for e in es) / max(1, sum(map(len, exps)))
             recs = diagnostics.teacher_nll(algo, held, exps, conditions=("none", "text"))
             row = {"format": fmt, "top_j": j, "same_task_fraction": same,
-                   **{k: v for k, v in diagnostics.summary(recs, ("none", "text")).items()}}
+                   **diagnostics.summary(recs, ("none", "text"))}
             report["text_pilot"].append(row)
             print(f"text PIG {fmt} J={j}: {row['text']['pig']:+.3f} [{row['text']['low']:+.3f}, "
                   f"{row['text']['high']:+.3f}] nats/token (decisive {row['text@decisive']['pig']:+.3f}); "

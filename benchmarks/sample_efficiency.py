@@ -31,7 +31,6 @@ import csv
 import json
 import math
 import os
-import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -165,7 +164,7 @@ def has_start_points(run_dir: Path) -> bool:
     try:
         return all(any(int(p.get("rollouts", -1)) == 0 and "rewards" in p for p in read_points(run_dir / name))
                    for name in (HELDOUT_FILE, TRAIN_EVAL_FILE))
-    except Exception:  # a damaged file is no source; the run that reads it would say why
+    except Exception:  # noqa: BLE001 - a damaged file is no source; the run that reads it would say why
         return False
 
 
@@ -539,7 +538,7 @@ def plot(data: dict[str, dict[int, dict[int, float]]], path: Path, title: str) -
         lo = [min(by_m[m].values()) for m in ms]
         hi = [max(by_m[m].values()) for m in ms]
         line, = ax.plot(ms, mu, marker="o", lw=1.6, label=name)
-        if any(h > l for h, l in zip(hi, lo)):
+        if any(h > low for h, low in zip(hi, lo)):
             ax.fill_between(ms, lo, hi, color=line.get_color(), alpha=0.18, lw=0)
     ax.set_xlabel("rollouts")
     ax.set_ylabel("held-out mean reward (greedy)")
@@ -643,7 +642,7 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
             continue
         cold = next((x for x in rows_m if x.get("phase") == "cold_start" and "cold_start_steps" in x), {})
         last = train[-1]
-        mean = lambda k: (sum(x[k] for x in train if isinstance(x.get(k), (int, float))) /  # noqa: E731
+        mean = lambda k, train=train: (sum(x[k] for x in train if isinstance(x.get(k), (int, float))) /  # noqa: E731
                           max(1, sum(isinstance(x.get(k), (int, float)) for x in train)))
         pig = [x["pig_latent"] for x in train if isinstance(x.get("pig_latent"), (int, float))]
         jumps = runaways(rows_m)
@@ -658,7 +657,7 @@ def report(out: Path, runs: Sequence[Run], budget: int, every: int, study_cmd: s
                "successful and failed rollouts, β at the end, the latents' last PIG, and any runaway (δ grown by "
                "more than 1 nat/token within 5 steps):", "",
                "| run | cold-start steps | cold-start NLL | student KL | δ success | δ failure | β end | PIG latent | "
-               "runaway |", "|---|---:|---|---:|---:|---:|---:|---:|---|"] + diag
+               "runaway |", "|---|---:|---|---:|---:|---:|---:|---:|---|", *diag]
         diagnostics_plot(out, runs, out / "diagnostics.png")
     md += software_lines(out, [r for r in runs if states[r.name] != "new"])
     md.append("")

@@ -211,6 +211,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -221,7 +222,7 @@ sys.path.insert(0, str(ROOT))
 class _Mutate(ast.NodeTransformer):
     """Change the first operator/comparison/constant met (in that preference order across passes)."""
 
-    SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
+    SWAPS: ClassVar[dict[type, type]] = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Lt: ast.LtE, ast.LtE: ast.Lt,
              ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
     def __init__(self, kind: str):
@@ -310,7 +311,7 @@ def run_evalplus_timed(dataset: str, data_file: Path, solutions: dict[str, str],
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     process_s = time.perf_counter() - start
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("EVALPLUS_TIMING ")), None)
+    line = next((out for out in proc.stdout.splitlines() if out.startswith("EVALPLUS_TIMING ")), None)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"evalplus failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
     timing = json.loads(line[len("EVALPLUS_TIMING "):])

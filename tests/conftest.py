@@ -24,6 +24,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.markexpr = ""
 
 
+@pytest.fixture
+def bubblewrap():
+    """The bubblewrap sandbox; skips (fails under ``CI=true``) when it cannot run here (tests/isolation.py)."""
+    from tests.isolation import require_bubblewrap
+
+    require_bubblewrap()
+    from lopd_envs.sandbox import get_sandbox
+    return get_sandbox("bubblewrap")
+
+
 @pytest.fixture(scope="session")
 def bfcl_data() -> None:
     """BFCL-v3 ships in a PyPI wheel (not in ../shared/data): make sure it is in the user cache, fetched

@@ -25,13 +25,6 @@ def require_bubblewrap() -> None:
     pytest.skip(message)
 
 
-@pytest.fixture
-def bubblewrap():
-    require_bubblewrap()
-    from lopd_envs.sandbox import get_sandbox
-    return get_sandbox("bubblewrap")
-
-
 def sandbox_processes() -> list[int]:
     """Host pids whose real uid is one of this process's sandbox slot uids (alive or zombie), except the
     warm spares that wait for a run (each on a uid of its own, see lopd_envs.sandbox.spares). A spare's uid

@@ -174,7 +174,7 @@ def test_multi_turn_with_a_scripted_user():
     obs, reward, terminated, _, info = env.step("Done. Anything else?")
     assert terminated and obs == [{"role": "user", "content": FINISH}]
     assert reward == 1.0 and info["score"]["end_to_end"] and info["score"]["process_accuracy"] == 1.0
-    system, prompt = env.unwrapped.official_prompt()
+    _system, prompt = env.unwrapped.official_prompt()
     assert "agent:[turn_on_wifi()]\nexecution:[{'status': True" in prompt
 
 
@@ -204,7 +204,7 @@ def test_a_failing_user_simulator_ends_the_episode_without_raising():
 
     env = gym.make("lopd/ACEBench-v0", category="agent_multi_turn", user=flaky)
     env.reset(options={"task_id": "agent_multi_turn_1"})
-    obs, reward, terminated, _, info = env.step("How can I help?")
+    obs, _reward, terminated, _, info = env.step("How can I help?")
     assert terminated and "model server down" in obs[0]["content"] and "score" in info
 
 

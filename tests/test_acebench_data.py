@@ -70,7 +70,7 @@ def test_unknown_category_and_language_are_clear_errors():
 
 def test_make_without_prior_import_and_with_kwargs():
     env = gym.make("lopd_envs:lopd/ACEBench-v0", category="special_irrelevant", language="zh")
-    obs, info = env.reset(seed=0)
+    _obs, info = env.reset(seed=0)
     assert info["category"] == "special_irrelevant" and info["task_id"].startswith("special_irrelevant_")
 
 

@@ -219,7 +219,8 @@ def test_official_category_and_summary_arithmetic():
     assert category_accuracy("agent_multi_step", [{"end_to_end": True, "process_accuracy": 1.0},
                                                   {"end_to_end": False, "process_accuracy": 0.5}]) == {
         "accuracy": 0.5, "process_accuracy": 0.75, "total_count": 2}
-    perfect = overall(dict.fromkeys(NORMAL + ("special_incomplete", "special_error_param", "special_irrelevant", "agent_multi_step", "agent_multi_turn"), 1.0))
+    perfect = overall(dict.fromkeys((*NORMAL, "special_incomplete", "special_error_param", "special_irrelevant",
+                                     "agent_multi_step", "agent_multi_turn"), 1.0))
     assert perfect == {"normal": 1.0, "special": 1.0, "agent": 1.0, "summary": 1.0}
 
 

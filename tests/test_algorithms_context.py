@@ -136,7 +136,7 @@ def test_opsd_teacher_reads_the_reference_answer_in_the_first_user_turn(tmp_path
 
 
 def test_opsd_without_any_reference_answer_does_not_move_the_student(tmp_path):
-    policy, _, _, trajs, algo = algo_setup(tmp_path, "opsd")
+    _policy, _, _, trajs, algo = algo_setup(tmp_path, "opsd")
     tails = [t for t in trajs if t.task_id == "tails_1"]
     before = [p.detach().clone() for p in algo.student_params]
     metrics = algo.update(tails)
@@ -147,7 +147,7 @@ def test_opsd_without_any_reference_answer_does_not_move_the_student(tmp_path):
 # --------------------------------------------------------------------------------- SDPO
 
 def test_sdpo_never_hints_a_rollout_with_its_own_success(tmp_path):
-    _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", experience_format="trace")
+    _, _tok, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo", experience_format="trace")
     heads = trajs[:3]  # rollout 0 succeeded, 1 and 2 failed; the bank holds only rollout 0 for heads_0
     hints = texts(algo.contexts(heads))
     assert hints[0] is None  # its only "other" success would be itself
@@ -159,7 +159,7 @@ def test_sdpo_never_hints_a_rollout_with_its_own_success(tmp_path):
 
 
 def test_sdpo_uses_another_success_of_the_same_group_for_a_successful_rollout(tmp_path):
-    _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(True, True, False) * 2,
+    _, _tok, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(True, True, False) * 2,
                                           experience_format="trace")
     a, b, c = trajs[:3]
     if trace_key(a.trace) == trace_key(b.trace):
@@ -171,7 +171,7 @@ def test_sdpo_uses_another_success_of_the_same_group_for_a_successful_rollout(tm
 
 
 def test_sdpo_falls_back_to_the_environment_feedback_when_nothing_succeeded(tmp_path):
-    _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(True,) + (False,) * 5)
+    _, _tok, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(True,) + (False,) * 5)
     tails = trajs[3:]  # none succeeded, and the bank has no success of tails_1
     hints = texts(algo.contexts(tails))
     for t, h in zip(tails, hints):
@@ -248,8 +248,8 @@ def test_skill_summaries_are_the_models_greedy_decode_of_the_summary_prompt(tmp_
     def spy(model, tokenizer, prompts, sampling):
         calls.append((prompts, sampling, model.active_adapter))
         outs = real(model, tokenizer, prompts, sampling)
-        known = models.encode(tokenizer, " Call note with a short text.") + [tokenizer.eos_token_id]
-        return [(known, [0.0] * len(known), True, None)] + outs[1:]
+        known = [*models.encode(tokenizer, " Call note with a short text."), tokenizer.eos_token_id]
+        return [(known, [0.0] * len(known), True, None), *outs[1:]]
     monkeypatch.setattr(skill_sd, "generate", spy)
     metrics = algo.prepare(trajs)
     (prompts, sampling, active), = calls
@@ -278,7 +278,7 @@ def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tm
     algo.update(trajs)
     got = teacher_sequences_by_rollout(seen, trajs)
     own_heads = {f"skill of heads_0 #{algo.bank.get_by_key(trace_key(trajs[0].trace)).id}"}
-    for t, ids in zip(trajs[:3], got[:3]):
+    for _traj, ids in zip(trajs[:3], got[:3]):
         text = tok.decode(ids)
         assert "skill of o0" in text and not any(s in text for s in own_heads)
     (hits,) = algo.skill_retriever.retrieve([trajs[0].task], k=10, exclude=[[]])
@@ -298,7 +298,7 @@ def test_skill_sd_teacher_sees_retrieved_skills_not_those_of_its_own_rollouts(tm
 
 
 def test_trace_text_matches_the_banked_rendering(tmp_path):
-    _, _, cfg, trajs, algo = algo_setup(tmp_path, "sdpo")
+    _, _, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo")
     from lopd_train.latent.context import experience_text
     from lopd_train.rollout.replay import attach_transcript
 

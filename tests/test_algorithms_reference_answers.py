@@ -17,7 +17,7 @@ gym.register_envs(lopd_envs)
 def make(env_id: str, **kw):
     try:
         return gym.make(env_id, **kw)
-    except Exception as exc:  # data missing on this machine: say so loudly
+    except Exception as exc:  # noqa: BLE001 - data missing on this machine: say so loudly
         pytest.skip(f"{env_id} unavailable here: {type(exc).__name__}: {exc}")
 
 

@@ -18,7 +18,7 @@ from tests.test_algorithms_context import algo_setup
 def test_k3_kl_equals_brute_force_and_its_mean_estimates_the_kl():
     logp = torch.tensor([-0.5, -1.0, -2.0])
     ref = torch.tensor([-0.7, -1.0, -0.1])
-    want = [math.exp(r - l) - (r - l) - 1 for l, r in zip(logp.tolist(), ref.tolist())]
+    want = [math.exp(r - lp) - (r - lp) - 1 for lp, r in zip(logp.tolist(), ref.tolist())]
     assert torch.allclose(losses.k3_kl(logp, ref), torch.tensor(want))
     assert losses.k3_kl(logp, ref)[1] == 0.0
     # on samples from p, mean k3 -> KL(p || q)
@@ -58,7 +58,7 @@ def test_group_advantages_of_a_known_batch():
 
 def test_grpo_update_loss_is_minus_the_token_weighted_advantage_on_policy(tmp_path):
     """At the sampling policy the ratio is 1, so the clipped surrogate is -Σ A_i n_i / N exactly."""
-    _, _, cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, False))
+    _, _, _cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, False))
     adv = losses.group_advantages(torch.tensor([t.reward for t in trajs]), torch.tensor([t.group for t in trajs]),
                                   eps=1e-4, unbiased=True)  # TRL's group std, the default (issue 56)
     n = torch.tensor([t.n_actions for t in trajs], dtype=torch.float32)
@@ -69,7 +69,7 @@ def test_grpo_update_loss_is_minus_the_token_weighted_advantage_on_policy(tmp_pa
 
 
 def test_grpo_kl_to_the_reference_is_zero_at_the_base_model_and_grows_as_the_student_moves(tmp_path):
-    _, _, cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, False),
+    _, _, _cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, False),
                                         grpo_kl_coef=0.5, lr=3e-2)
     first = algo.update(trajs)
     assert first["kl_ref"] == pytest.approx(0.0, abs=1e-6)  # the fresh LoRA student is the base model
@@ -83,7 +83,7 @@ def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
     from lopd_train.algorithms import grpo
     from lopd_train.scoring import score_groups as real
 
-    _, _, cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, True), lr=3e-2)
+    _, _, _cfg, trajs, algo = algo_setup(tmp_path, "grpo", successes=(True, False, False, True, True, True), lr=3e-2)
     scored: list[int] = []
 
     def spy(policy, seqs, masks, **kw):
@@ -124,7 +124,7 @@ def test_grpo_skips_zero_advantage_groups_and_ends_with_the_same_weights(tmp_pat
 # --------------------------------------------------------------------------------- EMA teacher
 
 def test_ema_teacher_starts_as_the_student_and_follows_the_ema_rule(tmp_path):
-    policy, _, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", teacher="ema-factors", ema_decay=0.9, lr=1e-2)
+    _policy, _, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo", teacher="ema-factors", ema_decay=0.9, lr=1e-2)
     assert all(torch.equal(e, s) for e, s in algo.ema.pairs)
     ema_before = [e.detach().clone() for e, _ in algo.ema.pairs]
     metrics = algo.update(trajs)  # one minibatch: one student step, then one EMA step
@@ -139,7 +139,7 @@ def test_ema_teacher_starts_as_the_student_and_follows_the_ema_rule(tmp_path):
 def test_ema_teacher_scores_with_the_ema_weights_not_the_base_model(tmp_path):
     from lopd_train.scoring import score_group
 
-    policy, _, cfg, trajs, algo = algo_setup(tmp_path, "opsd", teacher="ema", ema_decay=0.0, lr=3e-2)
+    policy, _, _cfg, trajs, algo = algo_setup(tmp_path, "opsd", teacher="ema", ema_decay=0.0, lr=3e-2)
     algo.update(trajs)  # decay 0: the EMA teacher is now exactly the updated student
     seqs, masks, *_ = algo.tensors(trajs[:1])
     ema = algo.teacher_logits(seqs, masks)[0]

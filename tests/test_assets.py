@@ -108,7 +108,7 @@ def test_url_source_downloads_with_pooch_into_the_cache_after_its_checksum(isola
     assert assets.locate(good, "sub/d.json") == isolated / "cache" / "demo" / "sub" / "d.json"
     assert (isolated / "cache" / "demo" / "sub" / "d.json").read_text() == '{"a": 1}'
     bad = Benchmark("demo2", "Demo", {"d.json": Source("url", f"{url}/d.json", "0" * 64)})
-    with pytest.raises(AssetMissing, match="checksum mismatch for d.json"):
+    with pytest.raises(AssetMissing, match=r"checksum mismatch for d\.json"):
         assets.locate(bad, "d.json")
     assert not (isolated / "cache" / "demo2" / "d.json").exists()  # nothing unverified is kept
 
@@ -169,7 +169,7 @@ def test_hub_offline_is_decided_once_per_process_and_env_fails_at_once(hub, monk
 
     start = time.monotonic()
     for _ in range(3):  # no stand-in: the missing release is an error that says how to fetch it
-        with pytest.raises(assets.AssetMissing, match="lopd assets fetch livecodebench.*source='bundled'"):
+        with pytest.raises(assets.AssetMissing, match=r"lopd assets fetch livecodebench.*source='bundled'"):
             LiveCodeBenchEnv()
     assert time.monotonic() - start < 5 and len(hub) == 1
     env = LiveCodeBenchEnv(source="bundled")  # lopd's sample problems, by name only
@@ -221,7 +221,7 @@ def test_stand_in_is_found_before_any_download_and_only_when_allowed(isolated, m
     assert assets.find_local(bench, "R-1.0.jsonl") == (pre, True)
     assert assets.locate(bench, "R-1.0.jsonl") == pre
     monkeypatch.setenv(assets.OFFLINE_ENV, "1")
-    with pytest.raises(AssetMissing, match="R-1.0.jsonl"):
+    with pytest.raises(AssetMissing, match=r"R-1\.0\.jsonl"):
         assets.locate(bench, "R-1.0.jsonl", stand_in=False)
     real = _put(isolated / "cache" / "demo" / "R-1.0.jsonl", "y")
     assert assets.find_local(bench, "R-1.0.jsonl") == (real, False)

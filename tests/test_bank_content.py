@@ -4,7 +4,6 @@ refused when the bank is read, naming the file and the row."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 

@@ -146,13 +146,13 @@ def test_lopd_train_says_what_is_wrong_with_an_input_file_in_one_line(tmp_path, 
     base = ["--model", "tiny-random", "--env", "lopd-test/Coin-v0", "--category", "all", "--steps", "1",
             "--no-progress", "--algo", "lopd"]
     with pytest.raises(SystemExit) as exit_:
-        train_main(base + ["--bank", str(junk), "--output-dir", str(tmp_path / "run")])
+        train_main([*base, "--bank", str(junk), "--output-dir", str(tmp_path / "run")])
     assert str(exit_.value).startswith("lopd-train: ") and "not an experience bank" in str(exit_.value)
     bad_jsonl = tmp_path / "seed.jsonl"
     bad_jsonl.write_text("{broken\n")
     with pytest.raises(SystemExit) as exit_:
-        train_main(base + ["--bank-mode", "dynamic", "--init-bank", str(bad_jsonl), "--allow-empty-cold-start",
-                           "--output-dir", str(tmp_path / "run2")])
+        train_main([*base, "--bank-mode", "dynamic", "--init-bank", str(bad_jsonl), "--allow-empty-cold-start",
+                    "--output-dir", str(tmp_path / "run2")])
     assert "seed.jsonl, line 1: not JSON" in str(exit_.value)
     run3 = tmp_path / "run3"
     run3.mkdir()
@@ -183,7 +183,7 @@ def test_lopd_train_names_a_damaged_metrics_row_on_resume_in_one_line(tmp_path):
     rows = (out / "metrics.jsonl").read_text().splitlines()
     (out / "metrics.jsonl").write_text("\n".join(["[1, 2]", *rows]) + "\n")
     with pytest.raises(SystemExit) as exit_:
-        train_main(argv + ["--steps", "2", "--resume"])  # the later --steps wins
+        train_main([*argv, "--steps", "2", "--resume"])  # the later --steps wins
     assert str(exit_.value).startswith("lopd-train: ") and "metrics.jsonl: line 1 is not a JSON record" in str(exit_.value)
 
 

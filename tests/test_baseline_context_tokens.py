@@ -97,7 +97,7 @@ def env_of(name: str):
         env_id, kw = TASKS[name]["env"]
         try:
             _ENVS[name] = gym.make(env_id, **kw)
-        except Exception as exc:  # data missing on this machine: say so loudly
+        except Exception as exc:  # noqa: BLE001 - data missing on this machine: say so loudly
             pytest.skip(f"{env_id} unavailable here: {type(exc).__name__}: {exc}")
     return _ENVS[name]
 

@@ -53,7 +53,7 @@ def top_ids(p: list[float], k: int) -> list[int]:
 
 def buckets(p: list[float], ids: list[int], tail: bool) -> list[float]:
     top = [p[i] for i in ids]
-    return top + [max(0.0, 1.0 - sum(top))] if tail else [x / sum(top) for x in top]
+    return [*top, max(0.0, 1.0 - sum(top))] if tail else [x / sum(top) for x in top]
 
 
 def direct(alpha: float, k: int | None, support: str, tail: bool, temperature: float = 1.0,

@@ -111,7 +111,7 @@ def test_failures_are_explained_in_the_official_terms():
     env = make()
     item = env.tasks[env._index["multi_turn_base_0"]].data
     turns = keyword_turns(item)
-    reward, info = play(env, "multi_turn_base_0", turn_actions(item, [[]] + turns[1:]))
+    reward, info = play(env, "multi_turn_base_0", turn_actions(item, [[], *turns[1:]]))
     assert reward == 0.0 and info["score"]["error_type"] == "multi_turn:empty_turn_model_response"
     changed = copy.deepcopy(turns)
     changed[0][-1].arguments["destination"] = "elsewhere"

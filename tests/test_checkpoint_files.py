@@ -7,8 +7,8 @@ from __future__ import annotations
 import errno
 import json
 import shutil
-from collections import namedtuple
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -119,8 +119,12 @@ def test_a_full_disk_is_said_before_writing_and_keeps_the_last_good_checkpoint(r
     try:
         before = checkpoints.latest(trainer.ckpt_dir)
         trainer.step = 2
-        usage = namedtuple("usage", "total used free")
-        monkeypatch.setattr(checkpoints.shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 4096, 4096))
+        class Usage(NamedTuple):
+            total: int
+            used: int
+            free: int
+
+        monkeypatch.setattr(checkpoints.shutil, "disk_usage", lambda p: Usage(10**9, 10**9 - 4096, 4096))
         with pytest.raises(NoSpaceError, match=r"no space left on .*checkpoints: the checkpoint of step 2 needs "
                                                r"about .* MiB, 0\.0 MiB are free; the last good checkpoint, "
                                                "step-000001, is kept for --resume"):
@@ -145,7 +149,7 @@ def test_a_disk_that_fills_while_writing_leaves_no_torn_checkpoint(run, tmp_path
     try:
         trainer.step = 2
         monkeypatch.setattr(statefile, "write_atomic", fills)
-        with pytest.raises(NoSpaceError, match="no space left on .*while writing the checkpoint of step 2"):
+        with pytest.raises(NoSpaceError, match=r"no space left on .*while writing the checkpoint of step 2"):
             checkpoints.save(trainer)
         assert checkpoints.latest(trainer.ckpt_dir).name == "step-000001"
         assert not list(trainer.ckpt_dir.glob(".tmp-*")) and not (trainer.ckpt_dir / "step-000002").exists()

@@ -39,7 +39,7 @@ class TestLiveCodeBench(CodeConformance):
 def test_make_without_prior_import():
     import gymnasium as gym
     env = gym.make("lopd_envs:lopd/HumanEvalPlus-v0")
-    obs, info = env.reset(options={"task_id": "HumanEval/53"})
+    _obs, info = env.reset(options={"task_id": "HumanEval/53"})
     assert info["task_id"] == "HumanEval/53" and info["tools"] == []
     _, reward, terminated, _, step_info = env.step(GOOD_ADD)
     assert terminated and reward == 1.0 and step_info["score"]["plus_status"] == "pass", step_info
@@ -62,7 +62,7 @@ def test_a_broken_sandbox_is_an_error_observation_never_a_verdict(env_id, task_i
     import gymnasium as gym
 
     env = gym.make(env_id, **kwargs)
-    _, info = env.reset(options={"task_id": task_id} if task_id else None)
+    _, _info = env.reset(options={"task_id": task_id} if task_id else None)
     if env_id.startswith("lopd/HumanEval"):  # the expected outputs, computed in a working sandbox
         gt = env.unwrapped.groundtruth
         monkeypatch.setattr(type(env.unwrapped), "groundtruth", property(lambda self: gt))
@@ -80,6 +80,6 @@ def test_expected_outputs_a_broken_sandbox_could_not_compute_leave_the_answer_un
 
     env = gym.make("lopd/HumanEvalPlus-v0", category="plus", sandbox=BrokenSandbox())
     env.reset(options={"task_id": "HumanEval/53"})
-    obs, reward, terminated, _, step_info = env.step(GOOD_ADD)
+    _obs, reward, terminated, _, step_info = env.step(GOOD_ADD)
     assert terminated and reward == 0.0 and step_info["trace"].steps[-1].error
     assert "not scored" in step_info["score"]["error"] and "expected outputs are unavailable" in step_info["score"]["error"]

@@ -9,8 +9,6 @@ per task), it cannot learn which letter goes with which task."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -81,7 +79,7 @@ def pig(algo, held, retriever):
 # ------------------------------------------------------------------------------------------ pairing
 
 def test_self_pairs_are_same_task_and_exclude_pairs_are_not(tmp_path):
-    algo, trajs, _, retriever = channel(tmp_path, "qformer", "self", steps=1)
+    _algo, trajs, _, retriever = channel(tmp_path, "qformer", "self", steps=1)
     mine = pairing_stats(cold_start_pairs(retriever, trajs, 1, "self"))
     assert mine == {"cold_start_same_task_fraction": 1.0, "cold_start_own_row_fraction": 1.0}
     theirs = pairing_stats(cold_start_pairs(retriever, trajs, 1, "exclude"))
@@ -280,7 +278,7 @@ def test_both_no_margin_ablations_are_named_and_do_what_they_say():
     assert not ours.freeze_composer and not ours.use_margin
     legacy = TrainConfig(use_margin=False)  # --no-use-margin is the eta-zero variant
     assert legacy.margin_ablation == "eta-zero" and not legacy.freeze_composer
-    with pytest.raises(ValueError, match="margin_ablation|margin-ablation|choose|accepted"):
+    with pytest.raises(ValueError, match=r"margin_ablation|margin-ablation|choose|accepted"):
         TrainConfig(margin_ablation="off")
 
 

@@ -95,7 +95,7 @@ def test_every_teacher_view_puts_its_context_in_the_task_turn(tmp_path, algo):
     obs, tools = few_shot_opening()
     prompt = models.encode(tok, models.render_chat(tok, obs, tools))
     t = Trajectory(env_id="lopd/BFCLv3-v0", task_id="simple_5", task="t", category="simple",
-                   input_ids=prompt + [70, 71, tok.eos_token_id], action_mask=[0] * len(prompt) + [1, 1, 1],
+                   input_ids=[*prompt, 70, 71, tok.eos_token_id], action_mask=[0] * len(prompt) + [1, 1, 1],
                    sample_logprobs=[0.0] * (len(prompt) + 3), prompt_len=len(prompt), messages=obs, tools=tools)
     cls = ALGORITHMS[algo]
     cfg = TrainConfig(model="tiny-random", algo=algo, lora_r=4, lora_alpha=8, num_latents=4, top_j=2)

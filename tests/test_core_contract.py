@@ -22,9 +22,9 @@ class TestToyConformance(Conformance):
 def test_solving_the_toy_task_scores_one_and_traces_each_call():
     env = gym.make("lopd-test/Toy-v0", category="easy")
     _, info = env.reset(options={"task_id": "easy_2"})
-    obs, r, term, trunc, _ = env.step('<tool_call>{"name": "math_add", "arguments": {"a": 2, "b": 3}}</tool_call>')
+    obs, r, term, _, _ = env.step('<tool_call>{"name": "math_add", "arguments": {"a": 2, "b": 3}}</tool_call>')
     assert obs == [{"role": "tool", "name": "math_add", "content": "5"}] and r == 0 and not term
-    obs, r, term, trunc, info = env.step("[finish(answer=5)]")
+    obs, r, term, _trunc, info = env.step("[finish(answer=5)]")
     assert term and r == 1.0 and info["score"]["valid"]
     steps = info["trace"].steps
     assert [s.action["name"] for s in steps] == ["math_add", "finish"] and steps[0].result == "5"
@@ -43,7 +43,7 @@ def test_step_after_the_end_is_an_error_observation():
     env = ToyEnv()
     env.reset(seed=0)
     env.step("done")
-    obs, r, term, _, info = env.step("again")
+    obs, r, term, _, _info = env.step("again")
     assert term and r == 0.0 and "ended" in obs[0]["content"]
 
 
@@ -113,11 +113,11 @@ def test_async_make_vec_works_with_the_default_shared_memory():
                          vector_kwargs={"shared_memory": False})
     try:
         assert envs.shared_memory
-        obs, info = envs.reset(seed=[0, 1])
+        obs, _info = envs.reset(seed=[0, 1])
         assert obs == plain.reset(seed=[0, 1])[0] and isinstance(obs, tuple)
         assert obs[0][0] == {"role": "system", "content": "Use the tools."} and len(obs) == 2
         actions = ['<tool_call>{"name": "math_add", "arguments": {"a": 2, "b": 3}}</tool_call>', "中文 \ud800"]
-        obs, reward, term, trunc, info = envs.step(actions)
+        obs, _reward, _term, _trunc, _info = envs.step(actions)
         assert obs == plain.step(actions)[0]
         assert obs[0] == [{"role": "tool", "name": "math_add", "content": "5"}]
         live = envs.observations  # gymnasium's live view of the buffer
@@ -149,9 +149,9 @@ def test_async_make_vec_of_a_benchmark_env_with_default_settings():
     envs = gym.make_vec("lopd/ACEBench-v0", num_envs=2, vectorization_mode="async", **kwargs)
     single = gym.make("lopd/ACEBench-v0", **kwargs)
     try:
-        obs, info = envs.reset(seed=[3, 4])
+        obs, _info = envs.reset(seed=[3, 4])
         assert obs[1] == single.reset(seed=4)[0] and obs[0] != obs[1]
-        obs, reward, term, trunc, info = envs.step(["[f(a=1)]", "中文"])
+        obs, _reward, term, _trunc, _info = envs.step(["[f(a=1)]", "中文"])
         assert len(obs) == 2 and all(isinstance(o, list) for o in obs) and term.all()
     finally:
         envs.close()

@@ -191,7 +191,7 @@ def test_broken_evalplus_gz(tmp_path, dataset, name):
     lines = gzip.decompress(data).decode().splitlines()
     row = json.loads(lines[7])
     del row["entry_point"]
-    garbled = _gz(tmp_path / f"nofield-{name}", "\n".join(lines[:7] + [json.dumps(row)] + lines[8:]) + "\n")
+    garbled = _gz(tmp_path / f"nofield-{name}", "\n".join([*lines[:7], json.dumps(row), *lines[8:]]) + "\n")
     with pytest.raises(DataFileError, match=rf"^{garbled}:8: row lacks the field 'entry_point'"):
         load_problems(dataset, garbled)
     twice = _gz(tmp_path / f"twice-{name}", "\n".join(lines[:3] + lines[2:3]) + "\n")
@@ -208,7 +208,7 @@ def test_livecodebench_garbled_release_file(tmp_path):
     from lopd_envs.suites.livecodebench.data import SAMPLES, read_rows
 
     lines = SAMPLES.read_text().splitlines()
-    bad = _write(tmp_path / "test.jsonl", "\n".join(lines[:2] + [lines[2][:100]]) + "\n")
+    bad = _write(tmp_path / "test.jsonl", "\n".join([*lines[:2], lines[2][:100]]) + "\n")
     with pytest.raises(DataFileError, match=rf"^{bad}:3: corrupt JSON"):
         read_rows([bad])
     row = json.loads(lines[0])
@@ -257,7 +257,7 @@ def test_bfcl_multi_turn_doc_file_must_describe_every_function(bfcl_copy, how):
     doc = bfcl_copy / bfcl.api_doc_file("gorilla_file_system")
     lines = doc.read_text().splitlines()
     doc.write_text({"empty": "", "short": "\n".join(lines[:4]) + "\n",
-                    "garbled": "\n".join(lines[:4] + [lines[4][:-7]] + lines[5:]) + "\n"}[how])
+                    "garbled": "\n".join([*lines[:4], lines[4][:-7], *lines[5:]]) + "\n"}[how])
     with pytest.raises(DataFileError) as err:
         bfcl.load_api_docs("GorillaFileSystem", str(bfcl_copy))
     expected = {"empty": f"{doc}: the file holds no rows", "short": f"{doc}: describes 4 functions but "
@@ -306,7 +306,7 @@ def test_livecodebench_fields_that_must_decode_at_load(tmp_path, field, value, w
     lines = SAMPLES.read_text().splitlines()
     row = json.loads(lines[1])
     row[field] = value
-    bad = _write(tmp_path / "test.jsonl", "\n".join([lines[0], json.dumps(row)] + lines[2:]) + "\n")
+    bad = _write(tmp_path / "test.jsonl", "\n".join([lines[0], json.dumps(row), *lines[2:]]) + "\n")
     with pytest.raises(DataFileError, match=rf"^{bad}:2: .*{words}"):
         read_rows([bad])
 
@@ -316,7 +316,7 @@ def test_bfcl_api_source_that_does_not_parse(bfcl_copy):
 
     source = bfcl_copy / bfcl.api_source_file("message_api")
     lines = source.read_text().splitlines()
-    source.write_text("\n".join(lines + ["def broken(:"]) + "\n")
+    source.write_text("\n".join([*lines, "def broken(:"]) + "\n")
     # refused as a copy that is not the packaged original (issue 24), before it is parsed or run
     with pytest.raises(DataFileError, match=rf"^{source}: is not the original"):
         bfcl.load_api_docs("MessageAPI", str(bfcl_copy))
@@ -328,7 +328,7 @@ def test_repeated_ids_are_named_where_they_repeat(tmp_path, bfcl_copy):
 
     a = bfcl_copy / bfcl.answer_file("simple")
     lines = a.read_text().splitlines()
-    a.write_text("\n".join(lines[:10] + [lines[3]] + lines[11:]) + "\n")  # row 11 repeats row 4's id
+    a.write_text("\n".join([*lines[:10], lines[3], *lines[11:]]) + "\n")  # row 11 repeats row 4's id
     with pytest.raises(DataFileError, match=rf"^{a}:11: id 'simple_3' appears twice"):
         bfcl.load_rows("simple", str(bfcl_copy))
     rows = SAMPLES.read_text().splitlines()

@@ -72,8 +72,8 @@ def ranks(out: Path) -> list[dict]:
 
 def rows(out: Path) -> list[dict]:
     drop = ("seconds", "rollout_seconds", "update_seconds")
-    return [{k: v for k, v in json.loads(l).items() if k not in drop}
-            for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return [{k: v for k, v in json.loads(line).items() if k not in drop}
+            for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 def assert_same_weights(a: dict, b: dict) -> None:

@@ -15,7 +15,6 @@ runs under DDP (the math is the same: the gathered layers are the layers).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -138,7 +137,7 @@ def test_sharded_backbone_scores_like_the_plain_one(one_rank_group, tmp_path):
     plain, _ = tiny_policy()
     dist = sharded(policy)
     base = policy.get_base_model()
-    assert [m for m in base.modules() if isinstance(m, FSDPModule)] == [base] + list(base.model.layers)
+    assert [m for m in base.modules() if isinstance(m, FSDPModule)] == [base, *list(base.model.layers)]
     lora = [p for n, p in policy.named_parameters() if "lora_" in n]
     backbone = [p for n, p in policy.named_parameters() if "lora_" not in n]
     assert all(not isinstance(p, DTensor) for p in lora) and all(isinstance(p, DTensor) for p in backbone)
@@ -222,7 +221,7 @@ def test_fsdp_two_ranks_agree_and_match_ddp(tmp_path):
     print(f"GRPO + LOPD, 3 steps each: DDP {ddp:.0f} s; FSDP {first:.0f} s (LOPD to step 2) + {resumed:.0f} s "
           "(LOPD resumed to step 3)")
     for name in RUNS:
-        d0, d1 = ranks(tmp_path / "ddp" / name)
+        d0, _d1 = ranks(tmp_path / "ddp" / name)
         f0, f1 = ranks(tmp_path / "fsdp" / name)
         assert (d0["dist"], f0["dist"]) == ("Distributed", "Sharded")
         assert d0["sharded_fraction"] == 1.0 and 0.45 < f0["sharded_fraction"] < 0.55  # half the backbone each

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lopd_train import models
-from lopd_train.algorithms.ema import EMATeacher, FactorEMATeacher, lora_delta
+from lopd_train.algorithms.ema import EMATeacher, FactorEMATeacher
 from lopd_train.scoring import score_group
 
 
@@ -85,7 +85,7 @@ def test_the_deltas_round_trip_through_the_state_and_a_mismatch_is_refused():
     other.load_state_dict(state)
     assert all(torch.equal(other.deltas[n], ema.deltas[n]) for n in ema.deltas)
     with pytest.raises(ValueError, match="do not match"):
-        other.load_state_dict({k: v for k, v in list(state.items())[1:]})
+        other.load_state_dict(dict(list(state.items())[1:]))
     with pytest.raises(ValueError, match="decay"):
         EMATeacher(policy, "student", decay=1.5)
 

@@ -93,28 +93,28 @@ def test_a_hanging_check_fails_only_itself(data_dir):
 def test_each_check_starts_from_a_clean_private_tmp(data_dir, task_id):
     """What one check writes to /tmp or /dev/shm (itself or through a process it leaves running) is gone
     before the next one starts."""
-    reward, checks, _ = graded(data_dir, task_id)
+    _reward, checks, _ = graded(data_dir, task_id)
     assert [c["passed"] for c in checks] == [True, True], checks
 
 
 def test_a_check_that_floods_tmp_with_files_costs_no_sibling(data_dir):
     """Files created for a whole deadline are removed before the next check, within the host's budget."""
-    reward, checks, _ = graded(data_dir, "flood")
+    _reward, checks, _ = graded(data_dir, "flood")
     assert [c["passed"] for c in checks] == [False, True, True], checks
 
 
 def test_a_fork_bomb_leaves_the_next_checks_their_process_budget(data_dir):
-    reward, checks, _ = graded(data_dir, "fork-bomb")
+    _reward, checks, _ = graded(data_dir, "fork-bomb")
     assert [c["passed"] for c in checks][1:] == [True, True], checks
 
 
 @pytest.mark.skipif(cgroup.layout() is None, reason="per-sandbox memory cgroups need root and a writable cgroupfs")
 def test_a_check_that_fills_the_sandbox_memory_fails_only_itself(data_dir):
     """Eight children of 300 MiB each are over the sandbox's 1 GiB: the kernel kills them, not the worker."""
-    reward, checks, _ = graded(data_dir, "memory")
+    _reward, checks, _ = graded(data_dir, "memory")
     assert [c["passed"] for c in checks] == [False, True, True], checks
 
 
 def test_a_check_writing_a_malformed_verdict_fails_only_itself(data_dir):
-    reward, checks, _ = graded(data_dir, "forged-verdict")
+    _reward, checks, _ = graded(data_dir, "forged-verdict")
     assert [c["passed"] for c in checks] == [False, True], checks

@@ -48,7 +48,7 @@ def test_make_by_module_path_in_a_fresh_interpreter():
 
 def test_observations_follow_the_official_runner():
     env = gym.make("lopd/EnvScaler-v0", source="ours", category="non_conversation")
-    obs, info = env.reset(options={"task_id": "lopd-bank-02"})
+    obs, _info = env.reset(options={"task_id": "lopd-bank-02"})
     system = obs[0]["content"]
     assert system.startswith("You are a helpful assistant. When given a specific task")
     assert "# Environment Information" in system and "<tools>" in system and "<tool_call>" in system
@@ -138,7 +138,7 @@ def test_an_llm_user_in_the_official_format_drives_the_conversation():
     assert "[Task Goal]" in prompts[0] and "Deposit 250 into account ACC-200." in prompts[0]
     assert "[Agent] Hi! How can I help you today?" in prompts[0]
     env.step('<tool_call>{"name": "deposit", "arguments": {"account_id": "ACC-200", "amount": 250}}</tool_call>')
-    obs, reward, terminated, _, info = env.step("Done, the deposit is made.")
+    obs, reward, terminated, _, _info = env.step("Done, the deposit is made.")
     assert terminated and reward == 1.0 and obs[-1]["content"] == "###STOP###"
 
 
@@ -150,7 +150,7 @@ def test_a_failing_user_simulator_ends_the_episode_with_an_error():
 
     env = gym.make("lopd/EnvScaler-v0", source="ours", category="conversation", user=broken)
     env.reset(options={"task_id": "lopd-bank-01:conv"})
-    obs, reward, terminated, _, info = env.step("What should I do?")
+    obs, _reward, terminated, _, info = env.step("What should I do?")
     assert terminated and "simulator offline" in obs[0]["content"] and info["error"].startswith("user simulator")
 
 

@@ -215,5 +215,5 @@ def test_a_truncated_metadata_file_names_its_path(tmp_path):
     folder = write_release(tmp_path, {"env_1": release_env()}, [release_scenario()]) / "envscaler"
     meta = folder / "191_env_metadata.json"
     meta.write_text(meta.read_text()[:200])
-    with pytest.raises(DataFileError, match="191_env_metadata.json"):
+    with pytest.raises(DataFileError, match=r"191_env_metadata\.json"):
         data.load_dataset("official", "rl", str(tmp_path))

@@ -160,13 +160,13 @@ def run_one(data_dir: Path, action: str, task_id: str = "h-checks", **kw):
     env.reset(options={"task_id": task_id})
     proc = env.unwrapped._episode.worker.session.proc
     start = time.monotonic()
-    obs, reward, terminated, truncated, info = env.step(action)
+    obs, reward, terminated, _truncated, info = env.step(action)
     return env, proc, obs, reward, terminated, info, time.monotonic() - start
 
 
 @pytest.mark.parametrize("method", ["spin", "no_timers", "slow_str"])
 def test_hanging_methods_are_killed_from_the_host(data_dir, method):
-    env, proc, obs, reward, terminated, info, took = run_one(data_dir, call(method))
+    _env, proc, obs, reward, terminated, info, took = run_one(data_dir, call(method))
     assert took < 5 and terminated and reward == 0.0
     assert "Error" in obs[0]["content"] and "timeout" in obs[0]["content"]
     assert proc.poll() is not None  # killed and reaped
@@ -177,7 +177,7 @@ def test_memory_bomb_is_an_error_observation(data_dir):
     import resource
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    env, proc, obs, reward, terminated, info, took = run_one(data_dir, call("bomb"))
+    _env, _proc, obs, reward, terminated, _info, _took = run_one(data_dir, call("bomb"))
     text = obs[0]["content"]
     # RLIMIT_AS stops it with a MemoryError (on a loaded machine the call deadline may come first)
     assert terminated and reward == 0.0 and text.startswith("Error") and ("MemoryError" in text or "killed" in text)
@@ -209,7 +209,7 @@ def test_hostile_checks_cannot_pass_themselves(data_dir, scoring):
     env = make(data_dir, scoring=scoring)
     env.reset(options={"task_id": "h-checks"})
     env.step(call("set_value", value=5))
-    _, reward, terminated, _, info = env.step("Task Completed")
+    _, reward, _terminated, _, info = env.step("Task Completed")
     checks = info["score"]["checks"]
     assert [c["passed"] for c in checks] == [False, False, False, False, scoring == "strict", False]
     assert reward == (round(1 / 6, 4) if scoring == "strict" else 0.0)

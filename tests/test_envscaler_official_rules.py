@@ -83,7 +83,7 @@ def test_rule_a_an_unmatched_tool_call_block_is_a_message_that_ends_the_episode(
     (_, reward, terminated, _, info), = play(data_dir, "official", "counters", [UNMATCHED[case]])
     assert terminated and info["score"]["graded"] and reward == 0.5, info["score"]
     assert info["score"]["ending"] == "answered"
-    (obs, reward, terminated, _, _), = play(data_dir, "strict", "counters", [UNMATCHED[case]])
+    (_obs, reward, terminated, _, _), = play(data_dir, "strict", "counters", [UNMATCHED[case]])
     assert not terminated  # strict: a parse error, or (the array) a call lopd reads; either way it goes on
 
 
@@ -102,7 +102,7 @@ def test_rule_c_one_copy_of_init_config_goes_to_constructor_and_attributes(data_
     """The constructor keeps ``init_config`` and takes ``items`` from it; the attributes are then set from
     the same copy, so ``bump`` changes what ``init_config`` shows too (two copies: 0.5 instead of 1.0)."""
     steps = ['<tool_call>{"name": "bump", "arguments": {"key": "x"}}</tool_call>', "Task Completed"]
-    *_, (_, reward, terminated, _, info) = play(data_dir, scoring, "keeper", steps)
+    *_, (_, _reward, terminated, _, info) = play(data_dir, scoring, "keeper", steps)
     assert terminated and [c["passed"] for c in info["score"]["checks"]] == [True, True], info["score"]
     assert info["score"]["final_state"]["init_config"] == {"items": {"x": 1}}
 

@@ -100,7 +100,7 @@ def test_conversational_scripted_user_and_solution(task_id):
         assert not terminated and obs[-1]["content"] == expected_line
     for call in SOLUTIONS[task_id]["calls"]:
         assert not env.step({"role": "assistant", "content": "", "tool_calls": [call]})[2]
-    obs, reward, terminated, truncated, info = env.step("All done. Anything else?")
+    obs, reward, terminated, _truncated, info = env.step("All done. Anything else?")
     assert terminated and obs[-1]["content"] == STOP and reward == 1.0
     assert info["score"]["mode"] == "conversation"
     env.close()

@@ -53,7 +53,7 @@ def _check_outputs(out: Path, n_per_env: int) -> dict:
 
 def test_tiny_model_on_every_env_through_hf(bfcl_data, tmp_path):
     out = tmp_path / "hf"
-    assert cli.eval_main(["--model", "tiny-random", *sum((["--env", e] for e in ENVS), []), *STAND_INS,
+    assert cli.eval_main(["--model", "tiny-random", *(a for e in ENVS for a in ("--env", e)), *STAND_INS,
                           "--limit", "1", "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
     results = _check_outputs(out, 1)
     assert results["model"]["base_sha256"] and results["backend"]["backend"] == "hf"
@@ -70,7 +70,7 @@ def test_every_env_through_openai_against_a_fake_server(bfcl_data, tmp_path, mon
     out = tmp_path / "openai"
     with FakeServer() as server:
         assert cli.eval_main(["--model", "served-model", "--backend", "openai", "--base-url", server.url,
-                              "--api-key-env", "FAKE_KEY", *sum((["--env", e] for e in ENVS), []), *STAND_INS, "--limit", "1",
+                              "--api-key-env", "FAKE_KEY", *(a for e in ENVS for a in ("--env", e)), *STAND_INS, "--limit", "1",
                               "--max-new-tokens", "12", "--output", str(out), "--no-progress"]) == 0
     results = _check_outputs(out, 1)
     assert results["backend"]["native_tools"] is True and results["model"]["base_sha256"] is None

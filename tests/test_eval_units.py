@@ -257,6 +257,6 @@ def test_a_llamacpp_server_that_cannot_start_says_why(tmp_path):
     """This venv has no llama_cpp: the helper reports the server's own error instead of waiting forever."""
     from lopd_train.evaluation.llamacpp_server import llamacpp_server
 
-    with pytest.raises(RuntimeError, match="llama_cpp"):
-        with llamacpp_server(sys.executable, tmp_path / "none.gguf", startup_timeout=120):
-            pass
+    with (pytest.raises(RuntimeError, match="llama_cpp"),
+          llamacpp_server(sys.executable, tmp_path / "none.gguf", startup_timeout=120)):
+        pass

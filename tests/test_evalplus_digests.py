@@ -19,7 +19,6 @@ from lopd_envs.codeexec.functest import EXPECTED, MATCHED, FunctestSchedule, Gro
 from lopd_envs.suites.evalplus import groundtruth as gt
 from lopd_envs.suites.evalplus import judge
 from lopd_envs.suites.evalplus.groundtruth import Oracle, read_oracle, write_oracle
-from tests.isolation import bubblewrap  # noqa: F401 - fixture
 from tests.test_evalplus_recognised import cached_truth
 
 N = 30_000  # list(range(N)) encodes to ~170 KB: over DIGEST_BYTES
@@ -70,7 +69,7 @@ def test_the_sandbox_interpreter_computes_the_same_digest():
 
 def test_digests_are_kept_only_where_equal_bytes_mean_a_pass(tmp_path):
     big = list(range(N))
-    o = _stored(tmp_path, [big, [float("nan")] + big, [b"x" * 16] * 8000, [1, 2], {"k": big}])
+    o = _stored(tmp_path, [big, [float("nan"), *big], [b"x" * 16] * 8000, [1, 2], {"k": big}])
     assert o.expected_digests("base") == {0: valuecodec.digest(big), 4: valuecodec.digest({"k": big})}
     assert o.expected_digests("plus") == {}
     assert json.loads((tmp_path / "t.json").read_text())["digests"]["scheme"] == valuecodec.DIGEST_SCHEME

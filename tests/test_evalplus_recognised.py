@@ -15,7 +15,6 @@ from lopd_envs.codeexec.functest import EXPECTED, FunctestSchedule, Group, Group
 from lopd_envs.suites.evalplus import groundtruth as gt
 from lopd_envs.suites.evalplus import judge
 from lopd_envs.suites.evalplus.groundtruth import Oracle, StoredOutputs, read_oracle, write_oracle
-from tests.isolation import bubblewrap, require_bubblewrap  # noqa: F401 - fixture
 
 
 def _stored(tmp_path, base, plus=(), name="t") -> Oracle:

@@ -78,7 +78,7 @@ def test_push_to_hub_is_a_real_path_up_to_the_offline_error(run, monkeypatch, ca
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    with pytest.raises(SystemExit, match="lopd-export: cannot push .* to me/student: the hub is in offline mode"):
+    with pytest.raises(SystemExit, match=r"lopd-export: cannot push .* to me/student: the hub is in offline mode"):
         main([str(folder), "--push-to-hub", "me/student"])
     assert (folder / "student" / "config.json").is_file()  # exported before the push was tried
     with pytest.raises(models.HubError, match="not an exported model folder"):

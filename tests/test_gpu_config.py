@@ -62,7 +62,7 @@ def one_step(tmp_path: Path, **over) -> tuple[dict, list[dict]]:
                   pig_every=0, eval_every_rollouts=0, export=False, tensorboard=False, progress=False,
                   output_dir=str(tmp_path / "run"), env_workers=2, **over)
     result = train(TrainConfig(**values))
-    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return result, rows
 
 
@@ -107,7 +107,7 @@ def test_every_algorithm_trains_on_cuda_with_a_cold_start_and_pig(tmp_path, algo
                     pig_trajectories=1, pig_every=1)
     result = train(TrainConfig(**base))
     assert result["step"] == 2
-    rows = [json.loads(l) for l in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [r for r in rows if r["phase"] == "train"]
     assert len(steps) == 2
     if algo == "lopd":

@@ -25,7 +25,7 @@ def run(out: Path, checkpointing: bool, composer_r: int) -> list[dict]:
                       cold_start_min_successes=1, bank_samples=3, tasks="heads_0,heads_1,tails_0,tails_1",
                       gradient_checkpointing=checkpointing, progress=False, export=False, tensorboard=False,
                       output_dir=str(out)))
-    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 @pytest.mark.parametrize("composer_r", [4, 8], ids=["same-rank", "other-rank"])

@@ -30,7 +30,7 @@ def points(out: Path) -> list[dict]:
 
 
 def metrics(out: Path) -> list[dict]:
-    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------------------------------ pure parts

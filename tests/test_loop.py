@@ -102,7 +102,7 @@ def canonical_answers():
 
 
 def test_many_episodes_at_once_in_threads():
-    env, answers, ids = canonical_answers()
+    _env, answers, ids = canonical_answers()
 
     def agent(messages):
         user = next(m["content"] for m in messages if m["role"] == "user")
@@ -112,7 +112,7 @@ def test_many_episodes_at_once_in_threads():
 
 
 def test_async_agents_many_envs_and_a_failing_agent_ends_unscored():
-    env, answers, ids = canonical_answers()
+    _env, answers, ids = canonical_answers()
     running, peak = 0, 0
 
     async def agent(messages):

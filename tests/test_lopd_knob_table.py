@@ -13,7 +13,7 @@ from lopd_train.config import TrainConfig
 
 def rows() -> list[tuple[str, str]]:
     lines = lopd.__doc__.splitlines()
-    rule = next(i for i, l in enumerate(lines) if l.startswith("====="))
+    rule = next(i for i, line in enumerate(lines) if line.startswith("====="))
     ours_at = [m.start() for m in re.finditer(r"=+", lines[rule])][2]
     out = []
     for line in lines[rule + 1:]:

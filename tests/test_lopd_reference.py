@@ -6,6 +6,7 @@ env, a real experience bank and retriever, and the update or cold start as the t
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import pytest
@@ -103,13 +104,13 @@ def test_latent_positions_lie_inside_the_task_user_turn_and_every_other_id_is_un
     block = range(cp.insert_at, cp.insert_at + cp.block_len)
     assert [i for k, i in enumerate(cp.input_ids) if k not in block] == prompt
     # a rollout's continuation (sampled tokens, observations) is kept exactly, and only it is trained
-    rollout = prompt + [70, 71, 2, 10, 11, 1, 72]
+    rollout = [*prompt, 70, 71, 2, 10, 11, 1, 72]
     mask = [0] * len(prompt) + [1, 1, 1, 0, 0, 0, 1]
     ids, m = cp.sequence(rollout, mask)
     assert ids[len(cp.input_ids):] == rollout[len(prompt):] and m[len(cp.input_ids):] == mask[len(prompt):]
     assert sum(m) == sum(mask) and not any(m[:len(cp.input_ids)])
     with pytest.raises(ValueError):
-        cp.sequence([5] + rollout[1:], mask)
+        cp.sequence([5, *rollout[1:]], mask)
 
 
 def test_latents_replace_the_placeholder_embeddings_and_nothing_else(tmp_path):
@@ -155,7 +156,7 @@ def test_margin_sign_follows_the_outcome():
 
 
 def test_beta_follows_the_dual_update_from_zero_and_the_loss_uses_the_old_beta(tmp_path):
-    peft_model, tok, cfg, trajs, algo = lopd_setup(tmp_path)
+    _peft_model, _tok, cfg, trajs, algo = lopd_setup(tmp_path)
     assert (cfg.beta_init, cfg.beta_lr, cfg.margin) == (0.0, 0.5, 0.05)
     first = algo.update(trajs)
     assert first["beta_used"] == 0.0
@@ -192,7 +193,7 @@ def test_a_rollout_with_nothing_retrieved_contributes_exactly_zero_gradient(tmp_
     for keep_b in (True, False):
         *_, trajs, algo = lopd_setup(tmp_path / str(keep_b))
         real = algo.retrieve
-        algo.retrieve = lambda groups: [hits if g[0].group == 0 else [] for g, hits in zip(groups, real(groups))]
+        algo.retrieve = lambda groups, real=real: [hits if g[0].group == 0 else [] for g, hits in zip(groups, real(groups))]
         batch = trajs if keep_b else [t for t in trajs if t.group == 0]
         metrics = algo.update(batch)
         results.append(([p.detach().clone() for p in algo.student_params + algo.composer_params], metrics))
@@ -211,7 +212,7 @@ def test_no_context_anywhere_leaves_the_weights_untouched(tmp_path):
 
 
 def test_a_non_finite_gradient_skips_the_step(tmp_path):
-    *_, trajs, algo = lopd_setup(tmp_path)
+    *_, _trajs, algo = lopd_setup(tmp_path)
     before = [p.detach().clone() for p in algo.student_params]
     state_before = copy.deepcopy(algo.student_opt.state_dict())
     for p in algo.student_params:
@@ -260,7 +261,7 @@ def test_cold_start_lowers_the_nll_of_a_fixed_batch(tmp_path):
     summary = algo.cold_start(trajs, log=curve.append)
     nll = [row["cold_start_nll"] for row in curve]
     assert summary["cold_start_steps"] == 6 and len(nll) == 6 and summary["cold_start_trajectories"] == len(trajs)
-    assert nll[-1] < nll[0] - 1e-3 and sum(b < a for a, b in zip(nll, nll[1:])) >= 4
+    assert nll[-1] < nll[0] - 1e-3 and sum(b < a for a, b in itertools.pairwise(nll)) >= 4
 
 
 def test_after_cold_start_the_anchor_is_zero_and_the_frozen_composer_stays_the_snapshot(tmp_path):
@@ -351,7 +352,7 @@ def test_scoring_several_groups_in_one_student_pass_changes_nothing(tmp_path, al
         seen = grads[size] = {}
         step = algo.step_optimizer
 
-        def recording(opt, params, step=step, seen=seen, names={id(p): n for n, p in peft_model.named_parameters()}):
+        def recording(opt, params, step=step, seen=seen, names={id(p): n for n, p in peft_model.named_parameters()}):  # noqa: B006, B008 - the defaults bind this size's values
             seen.update({f"{names.get(id(p), 'qformer')}#{i}": p.grad.detach().clone()
                          for i, p in enumerate(params) if p.grad is not None})
             return step(opt, params)

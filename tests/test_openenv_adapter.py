@@ -118,7 +118,7 @@ def test_websocket_mistakes_are_error_messages_and_the_session_goes_on(server):
     with GenericEnvClient(base_url=server).sync() as env:
         with pytest.raises(RuntimeError, match="step before reset"):
             env.step({"text": GOLD})
-        with pytest.raises(RuntimeError, match="unknown argument.*'taskid'.*did you mean 'task_id'"):
+        with pytest.raises(RuntimeError, match=r"unknown argument.*'taskid'.*did you mean 'task_id'"):
             env.reset(taskid="simple_1")
         with pytest.raises(RuntimeError, match="unknown task_id"):
             env.reset(task_id="../../etc/passwd")

@@ -24,7 +24,7 @@ def constructed(tok, k: int):
     messages = [{"role": "system", "content": "You are a helpful assistant."},
                 {"role": "user", "content": f"Task {k}: reply with the secret access code of vault {k}."}]
     prompt = models.encode(tok, models.render_chat(tok, messages))
-    answer = models.encode(tok, f"The access code of vault {k} is {CODE}-{k}.") + [tok.eos_token_id]
+    answer = [*models.encode(tok, f"The access code of vault {k} is {CODE}-{k}."), tok.eos_token_id]
     t = Trajectory("e", f"vault_{k}", messages[1]["content"], "c", prompt + answer,
                    [0] * len(prompt) + [1] * len(answer), [0.0] * (len(prompt) + len(answer)), len(prompt),
                    reward=1.0, success=True, messages=messages, tools=[])

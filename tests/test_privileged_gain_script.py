@@ -157,7 +157,6 @@ def test_sampled_success_has_the_other_task_control(script, tmp_path):
 def test_pig_of_a_kept_checkpoint_is_measured_without_touching_the_run(tmp_path):
     """``benchmarks/pig_of_checkpoint.py`` forks a LOPD run's cold-start checkpoint and measures PIG there with
     the run's own code path; the run folder is left as it was."""
-    import tests.coin_env  # noqa: F401
     from lopd_train.config import TrainConfig
     from lopd_train.training.trainer import train
 

@@ -18,7 +18,7 @@ from lopd_train.training.trainer import train
 
 
 def rows(out: Path) -> list[dict]:
-    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 def trace(task_id: str, task: str, text: str, ok: bool = True) -> Trace:
@@ -116,7 +116,7 @@ def test_a_reference_run_builds_its_bank_first_counts_its_rollouts_and_cold_star
     assert summary["cold_start_steps"] == 2 and summary["cold_start_empty"] == 0
     (step,) = [x for x in r if x["phase"] == "train"]
     assert step["bank_size"] == len(bank)  # fixed: the run's own successes are not added
-    held = [Trace.from_json(l) for l in (out / "pig_heldback.jsonl").read_text().splitlines() if l.strip()]
+    held = [Trace.from_json(line) for line in (out / "pig_heldback.jsonl").read_text().splitlines() if line.strip()]
     assert len(held) <= 1 and [h.task_id for h in held] == prov["held_back"]
     banked_tasks = {e.task_id for e in bank.all() if e.success}
     assert all(h.task_id in banked_tasks for h in held)  # the task keeps a success to retrieve
@@ -260,7 +260,7 @@ def test_a_built_banks_held_back_successes_travel_with_it_to_every_run_that_take
     bank.close()
     out = tmp_path / "run"
     train(tiny(out, tasks=tasks, bank=str(bank_path), pig_every=1, pig_trajectories=2))
-    run_held = [Trace.from_json(l) for l in (out / "pig_heldback.jsonl").read_text().splitlines() if l.strip()]
+    run_held = [Trace.from_json(line) for line in (out / "pig_heldback.jsonl").read_text().splitlines() if line.strip()]
     assert run_held == held
     (step,) = [x for x in rows(out) if x["phase"] == "train"]
     assert "pig_latent" in step and "pig_zero" in step
@@ -322,7 +322,7 @@ def test_lopd_embedder_names_the_retrievers_model_and_a_folder_that_is_not_one_i
     assert float(abs(named(text) - default).max()) > 1e-3  # the folder's model, not the package's
     assert float(abs(named(text) - Embedder(str(copy))(text)).max()) < 1e-6
     monkeypatch.setenv("LOPD_EMBEDDER", str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match="nowhere.*LOPD_EMBEDDER"):
+    with pytest.raises(FileNotFoundError, match=r"nowhere.*LOPD_EMBEDDER"):
         Embedder()
 
 

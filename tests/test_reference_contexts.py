@@ -7,8 +7,6 @@ The same rendering for a real BFCL-v3 and HumanEval+ task with SmolLM2's tokeniz
 
 from __future__ import annotations
 
-import torch
-
 from lopd_train import models
 from lopd_train.algorithms import sdpo
 from lopd_train.latent import context
@@ -26,14 +24,14 @@ def test_sdpo_reference_context_and_teacher_ids_token_by_token(tmp_path):
     assert ctxs[2].text == want
     assert ctxs[0] is None or ctxs[0].source == "feedback"  # its own success is never its hint
     seqs, masks = algo.teacher_view([heads[1]], ctxs[1].text)
-    msgs = heads[1].messages[:-1] + [{"role": "user", "content": want}]
+    msgs = [*heads[1].messages[:-1], {"role": "user", "content": want}]
     head = models.encode(tok, models.render_chat(tok, msgs, heads[1].tools, text_tools=cfg.text_tools))
     assert seqs[0].tolist() == head + list(heads[1].input_ids[heads[1].prompt_len:])
     assert masks[0].tolist() == [0] * len(head) + list(heads[1].action_mask[heads[1].prompt_len:])
 
 
 def test_sdpo_feedback_only_without_a_solution_and_only_when_enabled(tmp_path):
-    _, tok, cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(False,) * 6, baseline_semantics="reference")
+    _, _tok, _cfg, trajs, algo = algo_setup(tmp_path, "sdpo", successes=(False,) * 6, baseline_semantics="reference")
     ctxs = algo.contexts(trajs[:3])
     fb = sdpo.feedback_text(trajs[0].trace)
     assert fb is not None and ctxs[0].source == "feedback"

@@ -5,13 +5,11 @@ On the command line each of these is one line and exit status 2."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 import typing
 from pathlib import Path
 
@@ -94,7 +92,7 @@ def one_line(capsys) -> str:
 ])
 def test_user_errors_on_the_command_line_are_one_line_and_exit_2(tmp_path, capsys, no_model, argv, words):
     with pytest.raises(SystemExit) as exit_:
-        cli.train_main(argv + ["--output-dir", str(tmp_path / "r"), "--no-progress"])
+        cli.train_main([*argv, "--output-dir", str(tmp_path / "r"), "--no-progress"])
     assert exit_.value.code == 2
     assert words in one_line(capsys)
 
@@ -123,7 +121,7 @@ def test_resume_refuses_other_data_naming_the_file(run, tmp_path, no_model):
     rec = json.loads((out / runrecord.RUN_FILE).read_text())
     rec["data"] = {"tasks.jsonl": "ab" * 32}  # the run read a file this env does not read now
     (out / runrecord.RUN_FILE).write_text(json.dumps(rec))
-    with pytest.raises(RunMismatchError, match="data file tasks.jsonl is not read now"):
+    with pytest.raises(RunMismatchError, match=r"data file tasks\.jsonl is not read now"):
         Trainer(coin(out, steps=2), resume=True)
     was = {"data": {"a.json": "1" * 64}}
     with pytest.raises(RunMismatchError, match=r"data file a.json has changed \(sha256 111111111111..., now 2222"):

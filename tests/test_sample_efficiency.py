@@ -70,7 +70,7 @@ def test_every_unforked_run_takes_point_zero_from_the_first_planned_one():
     from lopd_train.config import TrainConfig
 
     for c in cfgs.values():  # every config is one the trainer accepts
-        TrainConfig(**{k: v for k, v in c.items()})
+        TrainConfig(**c)
 
 
 def test_point_zero_source_is_a_run_that_already_holds_it(tmp_path):
@@ -119,10 +119,10 @@ def test_the_cold_start_nll_of_a_resumed_cold_start_starts_at_its_first_step():
     """lopd-s0's cold start resumed from a checkpoint: its summary row has no first NLL, the step-1 row does."""
     steps = [{"phase": "cold_start", "step": 0, "cold_start_step": k, "cold_start_nll": v}
              for k, v in ((1, 0.19), (2, 0.15), (3, 0.01))]
-    resumed = steps + [{"phase": "cold_start", "cold_start_steps": 3, "cold_start_resumed_at": 2,
+    resumed = [*steps, {"phase": "cold_start", "cold_start_steps": 3, "cold_start_resumed_at": 2,
                         "cold_start_nll_last": 0.01}]
     assert se.cold_start_nll(resumed) == (0.19, 0.01)
-    whole = steps + [{"phase": "cold_start", "cold_start_steps": 3, "cold_start_nll_first": 0.19,
+    whole = [*steps, {"phase": "cold_start", "cold_start_steps": 3, "cold_start_nll_first": 0.19,
                       "cold_start_nll_last": 0.01}]
     assert se.cold_start_nll(whole) == (0.19, 0.01)
     assert se.cold_start_nll([{"phase": "train", "step": 1}]) == (None, None)
@@ -272,7 +272,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     assert runs == sorted(f"{a}-s{s}" for a in algos for s in (0, 1))
     curves = {}
     for name in runs:
-        pts = [json.loads(l) for l in (out / "runs" / name / "heldout.jsonl").read_text().splitlines()]
+        pts = [json.loads(line) for line in (out / "runs" / name / "heldout.jsonl").read_text().splitlines()]
         assert [p["milestone"] for p in pts] == milestones
         curves[name] = {p["milestone"]: p["mean_reward"] for p in pts}
         cfg = json.loads((out / "runs" / name / "config.json").read_text())
@@ -295,7 +295,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
     # a second invocation skips every finished run and rewrites the same table
     before = {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs}
     capsys.readouterr()
-    assert se.main(args + ["--resume"]) == 0
+    assert se.main([*args, "--resume"]) == 0
     assert capsys.readouterr().out.count("] done:") == len(runs)
     assert {n: (out / "runs" / n / "heldout.jsonl").read_text() for n in runs} == before
     assert read_csv(out / "results.csv") == rows

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import time
 
-from tests.isolation import bubblewrap  # noqa: F401 - fixture
-
 TRICKLE = "import sys\nfor i in range(3000):\n    sys.stdout.write('%d\\n' % i)\n    sys.stdout.flush()\n"
 
 

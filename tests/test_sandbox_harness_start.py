@@ -13,7 +13,6 @@ import pytest
 
 from lopd_envs.codeexec import valuecodec
 from lopd_envs.codeexec.functest import harness_source
-from tests.isolation import bubblewrap  # noqa: F401 - fixture
 
 VALUES = [{"a": [1, 2.5, "é\ud800", None, True, -0.0, 1e300, -(1 << 62) + 1]}, 'q"\\\n\t\x00', [[[]]], {},
           {"$": "tuple", "v": [1, {"$": "int", "v": "0x" + "f" * 40}]}, float("inf"), "", [float("-inf")]]

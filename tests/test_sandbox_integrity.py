@@ -25,7 +25,7 @@ from lopd_envs.codeexec.channel import MAX_RECORD_BYTES, Arrival, ResultChannel,
 from lopd_envs.codeexec.functest import Group, run_function_tests
 from lopd_envs.sandbox import MiB, seccomp
 from lopd_envs.sandbox import cgroup as cgroups
-from tests.isolation import bubblewrap, require_bubblewrap, sandbox_processes  # noqa: F401 - fixture
+from tests.isolation import require_bubblewrap, sandbox_processes
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

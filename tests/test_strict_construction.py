@@ -109,7 +109,7 @@ def test_missing_official_data_is_an_error_not_a_stand_in(tmp_path, monkeypatch)
     monkeypatch.setenv("LOPD_DATA_DIR", str(tmp_path))
     monkeypatch.setenv("LOPD_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(lopd_envs.assets.AssetMissing, match="191_env_metadata.json"):
+    with pytest.raises(lopd_envs.assets.AssetMissing, match=r"191_env_metadata\.json"):
         gym.make("lopd/EnvScaler-v0", allow_unisolated=True, prestart=False)
     with pytest.raises(lopd_envs.assets.AssetMissing, match="lopd assets fetch livecodebench"):
         gym.make("lopd/LiveCodeBench-v0", allow_unisolated=True)

@@ -72,10 +72,10 @@ def test_tuples_become_lists_and_subclasses_their_base_type():
     class S(str):
         pass
 
-    class I(int):
+    class Int(int):
         pass
 
-    out = json_value({"t": (1, (2, [3])), "s": S("x"), "i": I(3)})
+    out = json_value({"t": (1, (2, [3])), "s": S("x"), "i": Int(3)})
     assert out == {"t": [1, [2, [3]]], "s": "x", "i": 3}
     assert type(out["s"]) is str and type(out["i"]) is int
 

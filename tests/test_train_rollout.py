@@ -54,9 +54,9 @@ def test_multi_turn_sequence_is_the_template_rendering_of_the_conversation(tiny)
         assert t.turns == 2 and len(t.input_ids) == len(t.action_mask) == len(t.sample_logprobs)
         # rebuild the conversation from the env's trace and render it with the template in one go
         texts = [s.action["text"] for s in t.trace.steps]
-        msgs = t.messages + [{"role": "assistant", "content": texts[0]},
-                             {"role": "tool", "name": "note", "content": f"noted {len(texts[0])} chars"},
-                             {"role": "assistant", "content": texts[1]}]
+        msgs = [*t.messages, {"role": "assistant", "content": texts[0]},
+                {"role": "tool", "name": "note", "content": f"noted {len(texts[0])} chars"},
+                {"role": "assistant", "content": texts[1]}]
         rendered = models.render_chat(tok, msgs, t.tools, add_generation_prompt=False)
         # (a random model may sample <|endoftext|>, which the env-facing action text drops)
         assert tok.decode(t.input_ids).replace("<|endoftext|>", "") == rendered.removesuffix("\n")
@@ -174,9 +174,9 @@ def test_prefill_shares_nothing_when_every_prompt_is_distinct_and_short_in_commo
     from lopd_train.rollout.engine import prefill
 
     model, tok = tiny
-    ids, attn, cache = prefill(model, [[5, 6, 7], [5, 6, 8]], tok.pad_token_id, torch.device("cpu"))
+    ids, _attn, cache = prefill(model, [[5, 6, 7], [5, 6, 8]], tok.pad_token_id, torch.device("cpu"))
     assert cache is None and ids.tolist() == [[5, 6, 7], [5, 6, 8]]
-    ids, attn, cache = prefill(model, [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], tok.pad_token_id, torch.device("cpu"))
+    ids, _attn, cache = prefill(model, [[5, 6, 7], [9, 6, 7, 1], [5, 6, 7]], tok.pad_token_id, torch.device("cpu"))
     assert cache.get_seq_length() == 3 and cache.layers[0].keys.shape[0] == 3
 
 

@@ -27,7 +27,7 @@ HE_TASKS = ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
 
 
 def rows(out: Path) -> list[dict]:
-    return [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 
 def tiny_cfg(out: Path, **kw) -> TrainConfig:
@@ -56,7 +56,7 @@ def humaneval_demos(tmp_path_factory):
     gym.register_envs(lopd_envs)
     try:
         env = gym.make("lopd/HumanEvalPlus-v0")
-    except Exception as exc:  # data missing on this machine
+    except Exception as exc:  # noqa: BLE001 - data missing on this machine
         pytest.skip(f"HumanEval+ unavailable: {exc}")
     path = tmp_path_factory.mktemp("demos") / "demos.jsonl"
     lines = []
@@ -178,7 +178,7 @@ def test_kill_9_then_resume_loses_no_experience(tmp_path):
     killed_at = json.loads((out / "checkpoints" / latest.read_text().strip() / "state.json").read_text())
     assert killed_at["step"] < 8
     before = {e.key for e in ExperienceBank(out / "bank.sqlite").all()}
-    done = subprocess.run(args[:3] + ["--output-dir", str(out), "--resume"], cwd=ROOT, env=env,
+    done = subprocess.run([*args[:3], "--output-dir", str(out), "--resume"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=360)
     assert done.returncode == 0, done.stderr[-2000:]
     state = json.loads((out / "checkpoints" / "step-000008" / "state.json").read_text())
@@ -233,7 +233,7 @@ def test_lopd_train_logs_the_anchor_the_skipped_rollouts_and_the_cold_start_curv
 def test_zero_cold_start_steps_is_refused_unless_allowed_and_then_logged(tmp_path):
     from lopd_train.algorithms.lopd import ColdStartError
 
-    with pytest.raises(ColdStartError, match="would run 0 of --cold-start-steps 0.*--allow-empty-cold-start"):
+    with pytest.raises(ColdStartError, match=r"would run 0 of --cold-start-steps 0.*--allow-empty-cold-start"):
         train(tiny_cfg(tmp_path / "a", env="lopd-test/Coin-v0", category="all", steps=1, export=False,
                        tensorboard=False, cold_start_steps=0, cold_start_max_batches=3))
     result = train(tiny_cfg(tmp_path / "b", env="lopd-test/Coin-v0", category="all", steps=1, export=False,
@@ -248,7 +248,7 @@ def test_a_cold_start_with_too_few_pairs_stops_the_run_and_says_how_to_seed_the_
     """Study v1's failure: successes existed but no (trajectory, experiences) pair did, and 0 steps ran."""
     from lopd_train.algorithms.lopd import ColdStartError
 
-    with pytest.raises(ColdStartError, match="fewer than --cold-start-min-successes 99.*Seed the bank"):
+    with pytest.raises(ColdStartError, match=r"fewer than --cold-start-min-successes 99.*Seed the bank"):
         train(tiny_cfg(tmp_path, env="lopd-test/Coin-v0", category="all", steps=1, export=False, tensorboard=False,
                        cold_start_min_successes=99, cold_start_max_batches=1))
     logged = rows(tmp_path)
@@ -260,7 +260,7 @@ def test_a_cold_start_with_too_few_pairs_stops_the_run_and_says_how_to_seed_the_
 def test_freeze_composer_refuses_an_untrained_composer(tmp_path, monkeypatch):
     from lopd_train.algorithms.lopd import ColdStartError
 
-    with pytest.raises(ValueError, match="--freeze-composer.*random initialisation"):
+    with pytest.raises(ValueError, match=r"--freeze-composer.*random initialisation"):
         tiny_cfg(tmp_path, freeze_composer=True, cold_start_steps=0)
     # a cold start that finds nothing to train on: refused even when an empty cold start is allowed
     monkeypatch.setattr(Trainer, "cold_start_data", lambda self: [])
@@ -284,7 +284,7 @@ def test_greedy_cold_start_decodes_one_greedy_rollout_per_distinct_task(tmp_path
                             tensorboard=False, cold_start_greedy=True, cold_start_min_successes=99,
                             cold_start_max_batches=2, allow_empty_cold_start=True))
     assert result["rollouts"] == 2 * 4 + 4  # two greedy cold-start batches of 2 x 2 tasks, then one step
-    (t1, g1, groups1), (t2, g2, _), (t3, g3, groups3) = calls
+    (t1, g1, groups1), (_t2, g2, _), (t3, g3, groups3) = calls
     assert g1 and g2 and not g3  # only the cold start decodes greedily
     assert len(set(t1)) == len(t1) == 4 and groups1 == [0, 1, 2, 3]  # distinct tasks, a group each
     assert len(t3) == 4 and groups3 == [0, 0, 1, 1]  # on-policy steps keep tasks_per_step x group_size

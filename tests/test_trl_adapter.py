@@ -134,7 +134,7 @@ def test_use_vllm_server_mode_samples_on_trls_server(tiny):
     assert 13 not in [i for i, m in zip(ids, mask) if m == 1]  # nothing sampled after the EOS is kept
 
 
-def test_use_vllm_colocate_mode_samples_in_trls_engine(tiny, fake_vllm):
+def test_use_vllm_colocate_mode_samples_in_trls_engine(tiny, fake_vllm):  # noqa: F811 - the imported fixture
     import types
 
     model, tok = tiny

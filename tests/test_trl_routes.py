@@ -235,7 +235,7 @@ def test_a_multi_turn_task_plays_through_the_tools_and_scores_as_lopd(bfcl):
     rollout, replies, _ = play_multi_turn(env, item.answer)
     assert "[user]" in replies[0] and "budget analysis" in replies[0]  # the next user turn comes back
     assert lopd_env_reward([rollout], [env]) == [1.0]
-    rollout, _, _ = play_multi_turn(env, item.answer[:-1] + [[]])  # the last turn's calls left out
+    rollout, _, _ = play_multi_turn(env, [*item.answer[:-1], []])  # the last turn's calls left out
     assert lopd_env_reward([rollout], [env]) == [0.0]
     rollout, _, _ = play_multi_turn(env, item.answer[:2], finish=False)  # stopped mid-way: unfinished
     metrics = {}
@@ -415,5 +415,5 @@ def run_example(name, argv):
 ])
 def test_each_example_trains_a_tiny_model_for_a_few_steps(bfcl_data, tmp_path, name, argv, reward):
     trl_or_skip()
-    steps = run_example(name, argv + ["--output-dir", str(tmp_path), "--steps", "2"])
+    steps = run_example(name, [*argv, "--output-dir", str(tmp_path), "--steps", "2"])
     assert len(steps) == 2 and all(0.0 <= h[reward] <= 1.0 for h in steps)

@@ -114,7 +114,7 @@ def test_vf_eval_with_its_env_server_honours_every_env_arg(bfcl_data, tmp_path):
     args = {"env": "lopd/BFCLv3-v0", "category": "simple", "tasks": ["simple_7", "simple_1"],
             "tool_mode": "text", "few_shot": "simple_0", "max_turns": 2}
     with StrictServer(reply=gold_reply) as server:
-        proc, rows, run = vf_eval(MODULE, args, server, tmp_path / "out")
+        _proc, rows, run = vf_eval(MODULE, args, server, tmp_path / "out")
     assert server.rejected == []
     assert [json.loads(r["info"])["task_id"] if isinstance(r["info"], str) else r["info"]["task_id"]
             for r in rows] == ["simple_7", "simple_1"]

@@ -190,7 +190,7 @@ def test_rollouts_through_the_engine_are_exact_and_score_like_hf(fake_vllm, tmp_
 def test_completion_record_keeps_the_eos_and_orders_the_top_m_by_rank():
     steps = [{7: Logprob(-0.5, 2), 3: Logprob(-0.25, 1), 9: Logprob(-3.0, 5)},
              {2: Logprob(-0.125, 1), 4: Logprob(-2.5, 2)}]
-    out = CompletionOutput(0, [9, 2, 11], steps + [{11: Logprob(-1.0, 1), 4: Logprob(-2.0, 2)}], "stop")
+    out = CompletionOutput(0, [9, 2, 11], [*steps, {11: Logprob(-1.0, 1), 4: Logprob(-2.0, 2)}], "stop")
     toks, logps, ended, extra = completion_record(out, eos_token_id=2, top_m=2)
     assert toks == [9, 2] and logps == [-3.0, -0.125] and ended  # cut after the first EOS, EOS kept
     assert extra[1].tolist() == [[3, 7], [2, 4]] and extra[2].tolist() == [[-0.25, -0.5], [-0.125, -2.5]]
@@ -252,7 +252,7 @@ def test_the_trainer_serves_each_update_through_a_new_lora_id(fake_vllm, tmp_pat
 
 
 def test_latent_context_becomes_a_mixed_embeds_prompt():
-    model, tok = models.load_backbone("tiny-random", torch.device("cpu"), "float32")
+    model, _tok = models.load_backbone("tiny-random", torch.device("cpu"), "float32")
     emb = model.get_input_embeddings()
     ids = [5, 6, 7, 8, 9, 10]
     latents = torch.randn(2, emb.weight.shape[1])
@@ -299,7 +299,7 @@ def test_real_vllm_cpu_agrees_with_hf_scoring(tmp_path):
                           timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     model, _ = models.load_backbone(model_dir, torch.device("cpu"), "float32")
-    for prompt, (toks, logps, ended, top_ids, top_lps) in zip(prompts, json.loads(out.read_text())):
+    for prompt, (toks, logps, _ended, _top_ids, top_lps) in zip(prompts, json.loads(out.read_text())):
         ids = torch.tensor(prompt + toks)
         mask = torch.tensor([0] * len(prompt) + [1] * len(toks))
         with torch.no_grad():

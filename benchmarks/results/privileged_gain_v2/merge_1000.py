@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, "/work/pig"); sys.path.insert(0, "/work/pig/benchmarks")
+sys.path.insert(0, "/work/pig")
+sys.path.insert(0, "/work/pig/benchmarks")
 import privileged_gain as pg
 
 main = Path("/work/main/benchmarks/results/privileged_gain_v2")

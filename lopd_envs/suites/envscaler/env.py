@@ -7,12 +7,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from lopd_envs.core import AgentEnv
 from lopd_envs.options import check_choice
 from lopd_envs.provenance import Provenance
 from lopd_envs.sandbox import Sandbox
 from lopd_envs.suites.envscaler import data
-from lopd_envs.suites.envscaler.episode import EnvScalerEpisode
+from lopd_envs.suites.envscaler.episode import EnvScalerEpisode, ScenarioHost
 from lopd_envs.suites.envscaler.isolation import CALL_TIMEOUT, CHECK_TIMEOUT, EnvWorker, resolve_sandbox
 from lopd_envs.suites.envscaler.users import UserSimulator, make_user
 from lopd_envs.tasks import Task, select
@@ -38,7 +37,7 @@ def function_schemas(environment: data.Environment) -> list[dict[str, Any]]:
     return [dict(t.get("function", t)) for t in environment.tools]
 
 
-class EnvScalerEnv(AgentEnv):
+class EnvScalerEnv(ScenarioHost):
     """EnvScaler as a gymnasium env.
 
     ``category``: ``"non_conversation"`` (task shown, the agent's message ends the episode, 30 steps),

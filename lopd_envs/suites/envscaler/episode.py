@@ -13,10 +13,12 @@ episode. A worker that hangs, crashes or breaks its reply budget ends the episod
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from lopd_envs.actions import AssistantTurn
-from lopd_envs.core import Episode, Reaction
+from lopd_envs.core import AgentEnv, Episode, Reaction
+from lopd_envs.suites.acebench.users import UserSimulator
 from lopd_envs.suites.envscaler import prompts, scoring
 from lopd_envs.suites.envscaler.actions import Action, read_action
 from lopd_envs.suites.envscaler.data import Environment, Scenario
@@ -24,9 +26,6 @@ from lopd_envs.suites.envscaler.isolation import EnvWorker
 from lopd_envs.suites.envscaler.users import make_user, opening_conversation, parse_reply
 from lopd_envs.tasks import Score, Task
 from lopd_envs.trace import compact
-
-if TYPE_CHECKING:  # env.py imports this module
-    from lopd_envs.suites.envscaler.env import EnvScalerEnv
 
 log = logging.getLogger(__name__)
 NOT_RUN = "not executed: EnvScaler's runner executes only the first tool call of an action"
@@ -41,10 +40,21 @@ def _check_items(sc: Scenario) -> list[str]:
     return [str(i.get("check_item", "")) for i in items] if len(items) == len(sc.check_funcs) else [""] * len(sc.check_funcs)
 
 
-class EnvScalerEpisode(Episode):
-    env: EnvScalerEnv
+class ScenarioHost(AgentEnv):
+    """What an episode asks of its env, declared here because ``EnvScalerEnv`` (env.py) imports this module and
+    the import graph has no circles: the scoring mode, the user simulator and a fresh worker."""
 
-    def __init__(self, env: EnvScalerEnv, task: Task):
+    scoring: str
+    user: UserSimulator | Sequence[str] | None
+
+    def start_worker(self) -> EnvWorker:
+        raise NotImplementedError
+
+
+class EnvScalerEpisode(Episode):
+    env: ScenarioHost
+
+    def __init__(self, env: ScenarioHost, task: Task):
         super().__init__(env, task)
         self.scenario: Scenario = task.data["scenario"]
         self.environment: Environment = task.data["environment"]

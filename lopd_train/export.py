@@ -84,6 +84,18 @@ def export_run(run: Path, out: Path | None = None, dtype: str = "auto", eval_dir
                                 dtype=chosen, card=card)
 
 
+def export_trained(run: Path, policy, push_to_hub: str | None = None) -> Path:
+    """The end of a training run: the student in the dtype it trained in (not fp32 whatever it was), with its
+    model card, into ``run/student``; pushed to the hub when asked."""
+    from lopd_train import models
+
+    dtype = str(next(policy.parameters()).dtype).removeprefix("torch.")
+    exported = export_run(run, run / "student", dtype=dtype)
+    if push_to_hub:
+        print(f"pushed: {models.push_to_hub(exported, push_to_hub)}", flush=True)
+    return exported
+
+
 @one_line_errors
 def main(argv: Sequence[str] | None = None) -> int:
     parser = one_line_parser(argparse.ArgumentParser(prog="lopd-export", description=__doc__.split("\n\n")[0],

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from lopd_train import models
@@ -60,6 +61,18 @@ class Trajectory:
     @property
     def n_actions(self) -> int:
         return int(sum(self.action_mask))
+
+
+def batch_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    """A batch's rewards, success and lengths, as every metrics row reports them."""
+    if not trajs:
+        return {"reward_mean": 0.0, "success_rate": 0.0, "action_tokens": 0, "sequence_tokens_mean": 0.0,
+                "turns_mean": 0.0}
+    return {"reward_mean": float(np.mean([t.reward for t in trajs])),
+            "success_rate": float(np.mean([t.success for t in trajs])),
+            "action_tokens": int(sum(t.n_actions for t in trajs)),
+            "sequence_tokens_mean": float(np.mean([len(t.input_ids) for t in trajs])),
+            "turns_mean": float(np.mean([t.turns for t in trajs]))}
 
 
 def make_envs(env_id: str, n: int, **kwargs: Any) -> list[gym.Env]:

@@ -220,3 +220,16 @@ class VLLMRollout:
 
     def close(self) -> None:
         self.llm = None
+
+
+def rollout_engine_for(cfg, tokenizer, device: torch.device, out: Path, dist, sampling: Sampling):
+    """The colocated vLLM engine of a run's ``--rollout-backend vllm`` (None with ``hf``), in the run's dtype
+    (``auto``: bf16 on a GPU), its LoRA folder one per rank, seeded per rank."""
+    if cfg.rollout_backend not in ("hf", "vllm"):
+        raise ValueError(f"rollout_backend must be hf or vllm, got {cfg.rollout_backend!r}")
+    if cfg.rollout_backend == "hf":
+        return None
+    dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if device.type == "cuda" else "float32")
+    return VLLMRollout(cfg.model, tokenizer, sampling, out / f"vllm-lora-rank{dist.rank}", lora_rank=cfg.lora_r,
+                       gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, sleep_mode=cfg.vllm_sleep_mode,
+                       max_model_len=cfg.max_sequence_tokens, dtype=dtype, seed=dist.rank_seed(cfg.seed))

@@ -96,3 +96,20 @@ def write(out: Path, rec: dict[str, Any]) -> None:
     from lopd_train.training.checkpoints import atomic_write
 
     atomic_write(out / RUN_FILE, json.dumps(rec, indent=2))
+
+
+def write_run_files(out: Path, settings: dict[str, Any], rec: dict[str, Any] | None,
+                    data_provenance: dict[str, Any] | None, env, step: int, rollouts: int) -> None:
+    """A start's files: ``run.json`` (once, at the run's start), ``config.json``, this start's software
+    versions (a resume may run others), the data's provenance (source, version, file hashes: for the model card
+    and whoever reads the run)."""
+    from lopd_envs import provenance
+    from lopd_train import software
+    from lopd_train.training.checkpoints import atomic_write
+
+    if rec is None or not (out / RUN_FILE).is_file():
+        write(out, record(settings, data_provenance))
+    atomic_write(out / "config.json", json.dumps(settings, indent=2))
+    software.record(out, step, rollouts)
+    if getattr(env.unwrapped, "provenance", None) is not None:  # every lopd env has one
+        atomic_write(out / "provenance.json", json.dumps(provenance.of(env), indent=2))

@@ -1,22 +1,6 @@
 """The training loop shared by all algorithms: rollouts → experience bank → algorithm update → log →
-checkpoint. Everything a run needs to continue is checkpointed atomically, and ``resume`` continues exactly.
-
-Run folder::
-
-    run.json           what the run is (env, algo, model, defining settings, data hashes), written once:
-                       ``--resume`` refuses other settings or data (:mod:`lopd_train.training.runrecord`)
-    .lock              held by the one process working in the folder (:mod:`lopd_train.runlock`)
-    config.json        the resolved configuration
-    software.jsonl     the interpreter, package versions and lopd commit, a line per start or resume
-    metrics.jsonl      one JSON object per step (and the cold start)
-    tb/                TensorBoard events
-    bank.sqlite        the live experience bank (every insert is durable)
-    reward_curve.png   mean reward against rollouts
-    checkpoints/step-NNNNNN/   trainer.safetensors + trainer.json (LoRA weights, compressor, optimisers, β,
-                               probes, RNG: no pickle), student_adapter/ (peft folder), bank.sqlite (snapshot,
-                               restored as it is on resume), state.json
-    checkpoints/latest the name of the newest complete checkpoint (replaced atomically)
-    student/           the exported student: merged weights, a plain transformers folder
+checkpoint. Everything a run needs to continue is checkpointed atomically, and ``resume`` continues exactly
+(the run folder's files: :mod:`lopd_train.training`).
 
 The settings are :class:`lopd_train.config.TrainConfig`; writing, finding and reading checkpoints is
 :mod:`lopd_train.training.checkpoints`. The trainer is the loop and its set-up, read top to bottom: set-up
@@ -38,12 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from lopd_envs import provenance
 from lopd_train import distributed, models, software, tracking
 from lopd_train.config import TrainConfig
 from lopd_train.errors import RunExistsError, RunSettingError
 from lopd_train.experience import modes as bank_modes
-from lopd_train.rollout.engine import Trajectory, make_envs, run_episodes, task_ids
+from lopd_train.rollout.engine import Trajectory, batch_stats, make_envs, run_episodes, task_ids
+from lopd_train.rollout.vllm import rollout_engine_for
 from lopd_train.runlock import FolderLock
 from lopd_train.training import allocator, checkpoints, runrecord
 from lopd_train.training.envs import check_env, run_env_kwargs
@@ -101,7 +85,8 @@ class Trainer:
         self.pool = ThreadPoolExecutor(max_workers=max(1, self.cfg.env_workers))
         self.heldout = self.make_heldout(env_kwargs, resumed=latest is not None)
         if self.dist.is_main:
-            self._write_run_files()
+            runrecord.write_run_files(self.out, self.cfg.to_dict(), self.record, self.data_provenance,
+                                      self.envs[0], self.step, self.rollouts)
         else:
             self.heldout = None  # rank 0 evaluates; every rank left the held-out tasks out of its pool
         self.tracker = self._make_tracker(resumed=latest is not None)
@@ -155,7 +140,8 @@ class Trainer:
         self.policy = models.wrap_lora(backbone, adapters)
         # token ids a bank may carry: the tokenizer's (or the embedding's, where the model pads it)
         self.vocab = max(len(self.tokenizer), self.policy.get_input_embeddings().num_embeddings)
-        self.vllm = self.make_vllm()  # None with --rollout-backend hf
+        self.vllm = rollout_engine_for(self.cfg, self.tokenizer, self.device, self.out, self.dist,
+                                       self.cfg.sampling(self.algo_cls.records_top_m(self.cfg)))  # None: HF
         if cfg.gradient_checkpointing:
             models.enable_gradient_checkpointing(self.policy)
 
@@ -173,17 +159,6 @@ class Trainer:
             (self.out / "metrics.jsonl").unlink(missing_ok=True)
             (self.out / software.FILE).unlink(missing_ok=True)
         return None
-
-    def _write_run_files(self) -> None:
-        """``run.json`` (once, at the start), ``config.json``, this start's software versions, the data's
-        provenance (source, version, file hashes: for the model card and whoever reads the run)."""
-        cfg = self.cfg
-        if self.record is None or not (self.out / runrecord.RUN_FILE).is_file():
-            runrecord.write(self.out, runrecord.record(cfg.to_dict(), self.data_provenance))
-        checkpoints.atomic_write(self.out / "config.json", json.dumps(cfg.to_dict(), indent=2))
-        software.record(self.out, self.step, self.rollouts)  # a resume may run other versions
-        if getattr(self.envs[0].unwrapped, "provenance", None) is not None:  # every lopd env has one
-            checkpoints.atomic_write(self.out / "provenance.json", json.dumps(provenance.of(self.envs[0]), indent=2))
 
     def _make_tracker(self, resumed: bool):
         """``--report-to`` on rank 0 (``--no-tensorboard`` drops TensorBoard from it); None elsewhere."""
@@ -216,21 +191,6 @@ class Trainer:
         allocator.trim()  # a phase ends: what generation held goes back before the next phase grows its own
 
     # ------------------------------------------------------------------ rollouts
-    def make_vllm(self):
-        """The colocated vLLM engine of ``--rollout-backend vllm`` (``lopd_train.rollout.vllm``), else None."""
-        cfg = self.cfg
-        if cfg.rollout_backend not in ("hf", "vllm"):
-            raise ValueError(f"rollout_backend must be hf or vllm, got {cfg.rollout_backend!r}")
-        if cfg.rollout_backend == "hf":
-            return None
-        from lopd_train.rollout.vllm import VLLMRollout
-
-        dtype = cfg.dtype if cfg.dtype != "auto" else ("bfloat16" if self.device.type == "cuda" else "float32")
-        return VLLMRollout(cfg.model, self.tokenizer, cfg.sampling(self.algo_cls.records_top_m(cfg)),
-                           self.out / f"vllm-lora-rank{self.dist.rank}", lora_rank=cfg.lora_r,
-                           gpu_memory_utilization=cfg.vllm_gpu_memory_utilization, sleep_mode=cfg.vllm_sleep_mode,
-                           max_model_len=cfg.max_sequence_tokens, dtype=dtype, seed=self.dist.rank_seed(cfg.seed))
-
     def serving_student(self):
         """The generator for :func:`run_episodes`: None (HF generate), or the vLLM engine serving the current
         student adapter (re-synced once per update)."""
@@ -290,15 +250,6 @@ class Trainer:
         if self.tracker is not None:
             self.tracker.log(row)
 
-    @staticmethod
-    def batch_stats(trajs) -> dict[str, float]:
-        r = [t.reward for t in trajs]
-        return {"reward_mean": float(np.mean(r)) if r else 0.0,
-                "success_rate": float(np.mean([t.success for t in trajs])) if trajs else 0.0,
-                "action_tokens": int(sum(t.n_actions for t in trajs)),
-                "sequence_tokens_mean": float(np.mean([len(t.input_ids) for t in trajs])) if trajs else 0.0,
-                "turns_mean": float(np.mean([t.turns for t in trajs])) if trajs else 0.0}
-
     def run(self) -> dict[str, Any]:
         from tqdm.auto import tqdm
 
@@ -327,7 +278,7 @@ class Trainer:
                 self.step += 1
                 final = self.step >= cfg.steps or bool(cfg.rollout_budget and self.rollouts >= cfg.rollout_budget)
                 metrics.update(self.algo.diagnostics(self.step, final))  # e.g. LOPD's probe NLL and PIG
-            last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **self.batch_stats(trajs),
+            last = {"phase": "train", "step": self.step, "rollouts": self.rollouts, **batch_stats(trajs),
                     **metrics, "bank_added": added, "bank_size": len(self.bank) if self.bank is not None else 0,
                     "rollout_seconds": t_roll, "update_seconds": time.time() - t0 - t_roll,
                     "seconds": time.time() - t0}
@@ -352,11 +303,7 @@ class Trainer:
         if cfg.export and self.dist.is_main:
             from lopd_train import export
 
-            # the dtype the student trained in (not fp32 whatever it was), with a model card (lopd-export)
-            dtype = str(next(self.policy.parameters()).dtype).removeprefix("torch.")
-            exported = export.export_run(self.out, self.out / "student", dtype=dtype)
-            if cfg.push_to_hub:
-                tqdm.write(f"pushed: {models.push_to_hub(exported, cfg.push_to_hub)}")
+            exported = export.export_trained(self.out, self.policy, cfg.push_to_hub)
         self.close()
         return {"step": self.step, "rollouts": self.rollouts, "last": last,
                 "exported": str(exported) if exported else None}
@@ -383,7 +330,7 @@ class Trainer:
             summary = self.algo.cold_start(data, log=log, progress=self.cfg.progress,
                                            start=self.cold_start_progress, on_step=on_step)
         self.cold_start_done = True
-        self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **self.batch_stats(data), **summary,
+        self.log({"phase": "cold_start", "step": 0, "rollouts": self.rollouts, **batch_stats(data), **summary,
                   "bank_size": len(self.bank) if self.bank is not None else 0, "seconds": time.time() - t0})
         saved = checkpoints.save(self)
         if self.dist.is_main:  # kept for runs that start from this cold start (--init-from)

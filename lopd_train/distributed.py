@@ -355,7 +355,7 @@ def sharding_plan(model: torch.nn.Module, layer_classes: Sequence[str] = ()) -> 
         for b in layers:
             if a != b and b.startswith(a + "."):
                 raise ValueError(f"decoder layer {b} lies inside decoder layer {a}")
-    return layers + [""]
+    return [*layers, ""]
 
 
 def replicated_parameters(policy: torch.nn.Module) -> set[torch.nn.Parameter]:

@@ -567,7 +567,7 @@ def continuation_text(tokenizer, new_messages: list[dict[str, Any]]) -> str:
     head = tokenizer.apply_chat_template(base, tokenize=False, add_generation_prompt=True) + "A" + tokenizer.eos_token
     if full.startswith(head):
         return full[len(head):]
-    closed = tokenizer.apply_chat_template(base + [reply], tokenize=False, add_generation_prompt=False)
+    closed = tokenizer.apply_chat_template([*base, reply], tokenize=False, add_generation_prompt=False)
     if full.startswith(closed):
         return full[len(closed):]
     raise ValueError("cannot find the turn boundary in this chat template")

@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 
 def record_key(record: dict[str, Any]) -> tuple[str, str, int]:
@@ -73,7 +73,7 @@ class RecordWriter:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.fh = open(self.path, "ab")
+        self.fh = open(self.path, "ab")  # noqa: SIM115 - held until close()
 
     def write(self, record: dict[str, Any]) -> None:
         self.fh.write((json.dumps(record, ensure_ascii=False, default=str) + "\n").encode())
@@ -87,7 +87,7 @@ class RecordWriter:
     def close(self) -> None:
         self.fh.close()
 
-    def __enter__(self) -> RecordWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

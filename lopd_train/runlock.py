@@ -14,6 +14,7 @@ import fcntl
 import os
 import threading
 from pathlib import Path
+from typing import Self
 
 from lopd_train.errors import RunLockedError
 
@@ -64,14 +65,14 @@ class FolderLock:
     def __del__(self) -> None:  # a holder dropped without release (a Trainer never closed) frees the folder
         try:
             self.release()
-        except Exception:
+        except Exception:  # noqa: BLE001 - at interpreter exit anything may be gone; the kernel frees the lock
             pass
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def __enter__(self) -> FolderLock:
+    def __enter__(self) -> Self:
         return self.acquire() if not self.held else self
 
     def __exit__(self, *exc) -> None:

@@ -4,7 +4,7 @@ normalisation over the whole batch, gradient clipping, and the state that goes i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -57,7 +57,7 @@ class Algorithm:
     #: needs the experience bank and the retriever
     uses_bank = False
     #: LoRA adapters on the one backbone besides the student's (name -> which ``TrainConfig`` rank/alpha)
-    extra_adapters: dict[str, str] = {}
+    extra_adapters: ClassVar[dict[str, str]] = {}
     #: runs a cold-start phase (:meth:`cold_start`) before on-policy training
     has_cold_start = False
     #: scalar attributes written into each checkpoint's ``state.json`` (for people reading a run folder)

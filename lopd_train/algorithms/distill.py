@@ -34,7 +34,7 @@ nothing was supervised).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 
@@ -100,7 +100,7 @@ class SelfDistillation(Algorithm):
     #: SDFT's references never do (a group success; the prompt's own demonstration), so no bank is built for them
     bank_in_reference = False
     #: the reference's defaults (teacher, divergence, tail); a subclass states its own
-    reference: dict = dict(teacher="base", loss="jsd", tail=True)
+    reference: ClassVar[dict] = dict(teacher="base", loss="jsd", tail=True)
     #: v2 applied the importance ratio (Skill-SD only)
     v2_importance = False
     #: v2: text around the context inside the task's user turn (``lopd_train.latent.context.context_prompt``)

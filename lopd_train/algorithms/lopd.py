@@ -98,7 +98,7 @@ measured reasons for its settings); the code is the :class:`LOPD` class and its 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -184,7 +184,7 @@ class LOPD(Algorithm):
     name = "lopd"
     teacher_sees = "J*K latent tokens composed from the top-J retrieved experiences"
     uses_bank = True
-    extra_adapters = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
+    extra_adapters: ClassVar[dict[str, str]] = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
     has_cold_start = True
     state_fields = ("beta",)
 

@@ -25,6 +25,8 @@ frozen-base teacher, reverse KL over the teacher's top-M + tail at T = 1.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.latent.context import OPSD_TEMPLATE, task_prompt_text
 
@@ -37,7 +39,7 @@ class OPSD(SelfDistillation):
     name = "opsd"
     teacher_sees = ("TRL OPSD (PR #5990): the task's reference answer after the task in OPSD's template; base "
                     "teacher; forward KL over the vocabulary, 0.05 clip per entry; IS clip 2")
-    reference = dict(teacher="base", loss="forward_kl", tail=False)
+    reference: ClassVar[dict] = dict(teacher="base", loss="forward_kl", tail=False)
     uses_bank = False
     framing = FRAMING
 

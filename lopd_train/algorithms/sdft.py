@@ -24,6 +24,8 @@ reverse KL over the teacher's top-M + tail at T = 1.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import SDFT_TEMPLATE, experience_text, task_prompt_text
@@ -36,7 +38,7 @@ class SDFT(SelfDistillation):
     name = "sdft"
     teacher_sees = ("TRL 1.10 SDFT: this task's own demonstration (its reference answer) after the task; base "
                     "teacher; JSD a=0.5 over the student's top-100, renormalised; IS clip 2")
-    reference = dict(teacher="base", loss="jsd", tail=False)
+    reference: ClassVar[dict] = dict(teacher="base", loss="jsd", tail=False)
     framing = FRAMING
     keep_end = True
 

@@ -40,6 +40,8 @@ rollout's own; else, when nothing succeeded, the feedback; spliced before the ta
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import trace_key
 from lopd_train.latent.context import experience_text, response_text, sdpo_teacher_text, task_prompt_text, trace_text
@@ -69,7 +71,7 @@ class SDPO(SelfDistillation):
     name = "sdpo"
     teacher_sees = ("lasgroup/SDPO 0e6d510: another success of its group (response text), else the env's feedback, "
                     "after the task; EMA teacher 0.05; JSD a=0.5 over the student's top-100 + tail at T; IS clip 2")
-    reference = dict(teacher="ema", loss="jsd", tail=True)
+    reference: ClassVar[dict] = dict(teacher="ema", loss="jsd", tail=True)
     framing = FRAMING
     keep_end = True
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 
 from lopd_train import models
 from lopd_train.algorithms.distill import Context, SelfDistillation
@@ -63,7 +64,7 @@ class SkillSD(SelfDistillation):
     name = "skill_sd"
     teacher_sees = ("lopd's reading (no public reference): skills summarised from successes (--skill-summariser), "
                     "retrieved for the task, before it; base teacher; reverse KL top-M x IS ratio")
-    reference = dict(teacher="base", loss="topk", tail=True)
+    reference: ClassVar[dict] = dict(teacher="base", loss="topk", tail=True)
     v2_importance = True
     framing = FRAMING
     bank_in_reference = True  # its skills are summarised from the bank's successes under either semantics

@@ -182,7 +182,7 @@ def run_eval(cfg: EvalConfig) -> dict[str, Any]:
                               "choose another --output")
     if cfg.resume and saved.exists():
         before = config.normalised_settings(EvalConfig, json.loads(saved.read_text()))  # an older lopd's too
-        changed = {k for k in before if k not in ("output",) and before.get(k) != settings.get(k)}
+        changed = {k for k in before if k != "output" and before.get(k) != settings.get(k)}
         if changed:
             raise ValueError(f"--resume with different settings ({sorted(changed)}) would mix two runs' records")
     saved.write_text(json.dumps(settings, indent=2))

@@ -256,7 +256,8 @@ class OpenAIBackend:
         own = {k: v for k, v in body.items() if k in self.OWN_FIELDS}
         self._count(requests=1)
         try:
-            async with self._slots, asyncio.timeout(self.timeout):  # the deadline starts once a slot is free
+            # the deadline starts once a slot is free, and the request only then
+            async with self._slots, asyncio.timeout(self.timeout):  # noqa: SIM117
                 async with self.client.chat.completions.with_streaming_response.create(
                         **own, extra_body=self.extra_body or None) as raw:
                     self._count(retries=int(getattr(raw, "retries_taken", 0) or 0))

@@ -87,8 +87,8 @@ def read_results(paths: Sequence[str | Path], categories: Iterable[str]) -> dict
         def check(row: dict) -> str | None:
             if "result" not in row:
                 return "row lacks the field 'result'"
-            if row["id"].rsplit("_", 1)[0] != category:
-                return f"id {row['id']!r} is not a task of {category} (the file's category)"
+            if row["id"].rsplit("_", 1)[0] != category:  # noqa: B023 - used within this iteration
+                return f"id {row['id']!r} is not a task of {category} (the file's category)"  # noqa: B023
             return None
         try:
             for line, row in iter_jsonl(path, {"id": str}, check):

@@ -28,8 +28,7 @@ from lopd_train import textforms
 
 BFCL_ENV = "lopd/BFCLv3-v0"
 SCORING = ("score_samples", "score_bfcl", "bfcl_format")
-APPLIES = SCORING + ("env", "category", "data_dir", "env_kwargs", "batch_size", "output", "progress", "model",
-                     "config")
+APPLIES = (*SCORING, "env", "category", "data_dir", "env_kwargs", "batch_size", "output", "progress", "model", "config")
 
 
 def add_arguments(parser) -> None:

@@ -141,9 +141,9 @@ def bfcl_v3_leaderboard(scores: Mapping[str, Mapping[str, float]],
     cat = {name: _bfcl_category(scores, name, sizes) for name in sizes}
     simple = _unweighted([cat["simple"], cat["java"], cat["javascript"]])
     ast_non_live = [simple, cat["multiple"], cat["parallel"], cat["parallel_multiple"]]
-    non_live = _unweighted(ast_non_live + [cat["irrelevance"]])
+    non_live = _unweighted([*ast_non_live, cat["irrelevance"]])
     live_ast = [cat[c] for c in ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")]
-    live = _weighted(live_ast + [cat["live_irrelevance"], cat["live_relevance"]])
+    live = _weighted([*live_ast, cat["live_irrelevance"], cat["live_relevance"]])
     multi_turn = _unweighted([cat[c] for c in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                                                "multi_turn_long_context")])
     overall = _unweighted([live, non_live, multi_turn])

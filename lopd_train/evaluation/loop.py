@@ -79,7 +79,7 @@ def run_chat_episodes(backend: Backend, envs: Sequence[gym.Env], items: Sequence
             else:
                 actions[k] = reply.text
             convs[k].messages.append(message)
-        stepped = list(pool.map(lambda k: (k, envs[k].step(actions[k])), list(actions)))
+        stepped = list(pool.map(lambda k: (k, envs[k].step(actions[k])), list(actions)))  # noqa: B023 - mapped now
         for k, (obs, reward, terminated, truncated, info) in stepped:
             st = state[k]
             st["turns"] += 1

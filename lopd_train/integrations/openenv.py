@@ -36,7 +36,7 @@ import asyncio
 import difflib
 import json
 import sys
-from typing import Any, Optional
+from typing import Any
 from uuid import uuid4
 
 import gymnasium as gym
@@ -72,7 +72,7 @@ def _nearest(name: str, valid: list[str]) -> str:
 def check_reset_args(seed: Any, task_id: Any, extra: dict[str, Any], task_ids: list[str]) -> None:
     """Refuse what ``reset`` cannot honour exactly, naming the accepted arguments or the nearest task ids."""
     if extra:
-        first = sorted(extra)[0]
+        first = min(extra)
         raise LopdRequestError(f"reset: unknown argument(s) {', '.join(repr(k)[:80] for k in sorted(extra))}; "
                                f"accepted: {', '.join(RESET_ARGS)}{_nearest(first, list(RESET_ARGS))}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):

@@ -36,7 +36,7 @@ class LopdTasksetConfig(vf.TasksetConfig):
     """The text protocol's call syntax, used where the env's prompt does not list the tools itself."""
     category: str | list[str] | None = None
     """The env's categories (its ``category=``); None: the env's default."""
-    env_kwargs: dict[str, Any] = {}
+    env_kwargs: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
     """The env's other keywords (``{"few_shot": "simple_0"}``, ``{"allow_unisolated": true}``, ...)."""
 
     def lopd_kwargs(self) -> dict[str, Any]:
@@ -46,7 +46,7 @@ class LopdTasksetConfig(vf.TasksetConfig):
 class LopdTaskData(vf.TaskData):
     lopd_env: str
     task_id: str
-    lopd_kwargs: dict[str, Any] = {}
+    lopd_kwargs: dict[str, Any] = {}  # noqa: RUF012 - a pydantic field: each instance gets a copy
 
 
 class LopdTask(vf.Task[LopdTaskData]):

@@ -83,7 +83,7 @@ def teacher_nll(algo, trajectories: Sequence[Trajectory], experiences: Sequence[
         rec = NLLRecord(t.task_id, len(y), int(decisive.sum()))
 
         def put(name: str, logits: torch.Tensor) -> None:
-            rec.nll[name], rec.nll_decisive[name] = _sum_nll(logits, y, decisive)
+            rec.nll[name], rec.nll_decisive[name] = _sum_nll(logits, y, decisive)  # noqa: B023 - called in this loop
 
         if "none" in conditions:
             (lg,) = score_group(policy, seq, mask, teacher=True, share_prefix=False)

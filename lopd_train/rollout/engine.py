@@ -316,12 +316,12 @@ def run_episodes(model, tokenizer, envs: Sequence[gym.Env], tasks: Sequence[str 
                     ep.ids.append(eos)
                     ep.mask.append(0)
                     ep.logps.append(0.0)
-                    toks = toks + [eos]
+                    toks = [*toks, eos]
                 actions.append(tokenizer.decode(toks[:-1] if toks and toks[-1] == eos else toks,
                                                 skip_special_tokens=True))
 
             def step(k: int):
-                return active[k].env.step(actions[k])
+                return active[k].env.step(actions[k])  # noqa: B023 - mapped within this iteration
             results = list(pool.map(step, range(len(active))))
             for ep, (obs, reward, terminated, truncated, info) in zip(active, results):
                 ep.turns += 1

@@ -76,7 +76,7 @@ def replay_trace(env: gym.Env, tokenizer, trace, cfg: Sampling, group: int = 0) 
                           messages=copy.deepcopy(obs), tools=tools, group=group, turns=max(1, sum(
                               1 for a, b in zip([0] + seq["mask"], seq["mask"]) if b and not a)))
     for k, step in enumerate(trace.steps):
-        toks = models.encode(tokenizer, action_text(step.action, cfg.text_tools.syntax)) + [tokenizer.eos_token_id]
+        toks = [*models.encode(tokenizer, action_text(step.action, cfg.text_tools.syntax)), tokenizer.eos_token_id]
         ids += toks
         mask += [1] * len(toks)
         if step.result and k + 1 < len(trace.steps):

@@ -47,7 +47,7 @@ from lopd_train.sampling import Sampling
 def supports_mixed_prompts(vllm_module) -> bool:
     """Whether this vLLM's ``EmbedsPrompt`` takes ids and embeddings together (``prompt_is_token_ids``)."""
     try:
-        from vllm.inputs import EmbedsPrompt  # noqa: F401  (the real module when present)
+        from vllm.inputs import EmbedsPrompt  # the real module when present
 
         fields = getattr(EmbedsPrompt, "__annotations__", {})
     except ImportError:

@@ -40,7 +40,7 @@ def read_old(path: Path) -> dict[str, Any]:
     try:
         with torch.serialization.safe_globals([Trajectory, Trace, TraceStep, Experience]):
             blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch's UnpicklingError, or a torn file: say which and why
+    except Exception as exc:  # noqa: BLE001 - torch's UnpicklingError, or a torn file: say which and why
         raise ValueError(f"{path}: cannot be converted: {str(exc).splitlines()[0]}") from None
     if not isinstance(blob, dict) or "lora" not in blob:
         raise ValueError(f"{path}: not a lopd checkpoint")

@@ -14,10 +14,6 @@ the model had loaded). Now:
 * choices (``Literal`` fields) are checked when the config is built, from flags, a file or Python, before any
   model or data is loaded, and a bad value names the accepted ones;
 * precedence: a resumed run's saved ``config.json``, then ``--config FILE``, then the flags.
-
-The module is long because it is the one place every setting is written down: each of the ~130 knobs of both
-commands is a field here with its default and help text (split into sections, not into files, so that a reader
-finds any option and its neighbours in one place), followed by the small machinery that parses and checks them.
 """
 
 from __future__ import annotations

@@ -37,10 +37,6 @@ every layer is gathered once at its start (the same collectives on every rank), 
 
 Without a launcher (``WORLD_SIZE`` unset or 1) :func:`from_environment` returns :data:`LOCAL`, whose
 methods do nothing, so a plain run is exactly what it was before.
-
-The module is over 400 lines because every agreement between ranks lives here, and only here (one class per
-launch: :class:`Local`, :class:`Distributed`, :class:`Sharded`, each extending the one before it, and this
-docstring's account of why), so that the trainer and the algorithms never call a collective themselves.
 """
 
 from __future__ import annotations

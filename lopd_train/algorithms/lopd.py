@@ -90,9 +90,6 @@ the student is stable up to 3e-4 over these 3 steps, but the composer diverges t
 largest rate at which both are stable. 1e-4 for both, with the student at r=16 (which at 1e-4 moves the
 held-back KL 1.7x as far as r=8). What this does not show: stability over hundreds of steps, and the
 composer's held-back NLL rises slightly at every rate (one batch of 2 rollouts is overfitted in 3 steps).
-
-The module is over 400 lines mostly because of this docstring (the update written out step by step, with the
-measured reasons for its settings); the code is the :class:`LOPD` class and its small helpers.
 """
 
 from __future__ import annotations

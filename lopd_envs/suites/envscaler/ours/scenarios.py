@@ -6,9 +6,6 @@ state (``init_config``), a checklist of "Has …" items with the body of each ``
 and the indices of the checks that hold at reset and after the partial solution (``build.py`` verifies
 every annotation against the real classes before writing anything). ``user`` lines, when given, are what
 a scripted user reveals in conversational mode, gradually, before ``###STOP###``.
-
-The module is long because it is data, not logic: one literal per scenario, kept in Python (not JSON) so that
-each check's body reads as the code it is.
 """
 
 from __future__ import annotations

@@ -115,8 +115,9 @@ class PartTimer:
             t0 = time.perf_counter()
             out = fn(*a, **k)
             label = part(a, out) if callable(part) else part
-            if label:
-                timer.add(label, time.perf_counter() - t0, units(a, out, before))
+            done = units(a, out, before)
+            if label and done:  # a call that did no unit of its part (GRPO's bank step: no bank) is not a part
+                timer.add(label, time.perf_counter() - t0, done)
             return out
         setattr(owner, name, timed)
         self._undo.append((owner, name, fn))

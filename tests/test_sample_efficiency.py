@@ -276,7 +276,7 @@ def test_tiny_study_end_to_end(tmp_path, capsys, algos, budget, every, jobs):
         assert [p["milestone"] for p in pts] == milestones
         curves[name] = {p["milestone"]: p["mean_reward"] for p in pts}
         cfg = json.loads((out / "runs" / name / "config.json").read_text())
-        assert cfg["rollout_budget"] == budget and cfg["eval_tasks"] == "heads_3,tails_3"
+        assert cfg["rollout_budget"] == budget and cfg["eval_tasks"] == ["heads_3", "tails_3"]
     rows = read_csv(out / "results.csv")
     assert len(rows) == len(algos) * len(milestones)
     for r in rows:  # each CSV cell is the mean of its runs' held-out points

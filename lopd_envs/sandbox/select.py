@@ -67,7 +67,9 @@ def backend_choice(backend: str | None = None) -> str:
 
 
 def _unusable(name: str, usable: Sequence[str], purpose: str) -> str | None:
-    if name in usable:
+    """Why our backend ``name`` cannot serve this suite (None: it can, or it is a backend of the caller's own
+    making, taken as given: an instance's name need not be one of ours)."""
+    if name in usable or name not in BACKENDS:
         return None
     return (f"the {name} backend cannot run {purpose}; choose " + " or ".join(usable)
             + (" (process runs it UNISOLATED)" if "process" in usable else ""))
@@ -95,8 +97,9 @@ def refusal(sandbox: str | Sandbox | None = None, allow_unisolated: bool = False
 
 def resolve_sandbox(sandbox: str | Sandbox | None = None, allow_unisolated: bool = False, *,
                     usable: Sequence[str] = ORDER, purpose: str = CODE) -> Sandbox:
-    """The sandbox a suite runs ``purpose`` in: an instance as given (the caller chose it), else
-    :func:`get_sandbox` of the name. ``usable``: the backends that can serve this suite; another one named
+    """The sandbox a suite runs ``purpose`` in: an instance as given (the caller chose it; one of our own
+    backends that cannot serve this suite is refused, a backend of the caller's own making is taken as it is),
+    else :func:`get_sandbox` of the name. ``usable``: the backends that can serve this suite; another one named
     is :class:`SandboxUnavailable` saying which can."""
     if isinstance(sandbox, Sandbox):
         why = _unusable(sandbox.name, usable, purpose)

@@ -22,6 +22,12 @@ from lopd_envs.suites.acebench.verdict import PASS, Verdict, fail
 INCOMPLETE_PHRASE = "Missing necessary parameters"
 ERROR_PARAM_PHRASE = "There is incorrect value"
 IRRELEVANT_PHRASE = "the limitations of the function"
+# The official reasons, word for word (and naming the values the official check names: a missing parameter's
+# correction the last one missing, an incorrect value's all of them).
+INCOMPLETE_FAULT = ("The user's instruction is missing necessary parameters ({}) for the ({}), but the model failed "
+                    "to correctly point it out")
+ERROR_PARAM_FAULT = ("The user's instruction contains incorrect values ({}) of the parameters ({}), but the model "
+                     "failed to correctly point it out")
 
 
 def _value(value: Any, mode: str) -> str:
@@ -29,32 +35,29 @@ def _value(value: Any, mode: str) -> str:
     return text.strip() if mode == "strict" else text
 
 
+def _absent(values: list[Any], text: str, mode: str) -> list[Any]:
+    """The gold values the answer does not contain, in their order."""
+    return [value for value in values if _value(value, mode) not in text]
+
+
 def score_special(text: str, gold: Any, category: str, mode: str = "official") -> Verdict:
     """One answer of a special category; ``category`` is the official name (``special_incomplete`` ...)."""
     verdict = PASS
     if "incomplete" in category:
         for name, values in gold.items():
+            missing = _absent(values, text, mode)
             if INCOMPLETE_PHRASE not in text:
-                verdict = fail("error_detection", f"The user's instruction is missing necessary parameters "
-                                                  f"({values}) for the ({name}), but the model failed to correctly point it out")
+                verdict = fail("error_detection", INCOMPLETE_FAULT.format(values, name))
             elif name not in text:
-                verdict = fail("error_correction", f"The user's instruction is missing necessary parameters "
-                                                   f"({values}) for the ({name}), but the model failed to correctly point it out")
-            else:
-                for value in values:
-                    if _value(value, mode) not in text:
-                        verdict = fail("error_correction", f"The user's instruction is missing necessary parameters "
-                                                           f"({value}) for the ({name}), but the model failed to correctly point it out")
+                verdict = fail("error_correction", INCOMPLETE_FAULT.format(values, name))
+            elif missing:
+                verdict = fail("error_correction", INCOMPLETE_FAULT.format(missing[-1], name))
     elif "error" in category:
         for name, values in gold.items():
             if ERROR_PARAM_PHRASE not in text:
-                verdict = fail("error_detection", f"The user's instruction contains incorrect values ({values}) of the "
-                                                  f"parameters ({name}), but the model failed to correctly point it out")
-            else:
-                for value in values:
-                    if _value(value, mode) not in text:
-                        verdict = fail("error_correction", f"The user's instruction contains incorrect values ({values}) "
-                                                           f"of the parameters ({name}), but the model failed to correctly point it out")
+                verdict = fail("error_detection", ERROR_PARAM_FAULT.format(values, name))
+            elif _absent(values, text, mode):
+                verdict = fail("error_correction", ERROR_PARAM_FAULT.format(values, name))
     elif "irrelevant" in category:
         if IRRELEVANT_PHRASE not in text:
             verdict = fail("error_detection", "The model cannot solve this problem, due to the limitations of the function")

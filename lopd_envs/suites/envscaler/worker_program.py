@@ -130,26 +130,21 @@ class Episode:
         return {"ok": True, "results": [verdicts[i * n:(i + 1) * n] for i in range(len(req["states"]))]}
 
     def _start_check(self, source, final):
-        read_fd, write_fd = os.pipe()
         try:
-            pid = os.fork()
+            pid, fd = _fork_with_pipe()
         except OSError as exc:
-            os.close(read_fd)
-            os.close(write_fd)
             return {"passed": False, "error": f"could not start the check: {exc}"}
         if pid == 0:  # the child: run one check, report one verdict, never return
-            os.close(read_fd)
             verdict = {"passed": False, "error": "could not start the check"}
             try:
                 _enter_check_child()
                 verdict = _run_check(source, self.initial, copy.deepcopy(final))
             finally:
                 try:
-                    os.write(write_fd, json.dumps(verdict).encode()[:8000])
+                    os.write(fd, json.dumps(verdict).encode()[:8000])
                 finally:
                     os._exit(0)
-        os.close(write_fd)
-        return pid, read_fd
+        return pid, fd
 
     def _shared_checks(self, funcs, final, timeout):
         """Official grading: the checks one after another on ONE final-state object, as the reference's
@@ -162,27 +157,22 @@ class Episode:
         while len(verdicts) < len(funcs):
             _clear_sandbox()
             rest = funcs[len(verdicts):]
-            read_fd, write_fd = os.pipe()
             try:
-                pid = os.fork()
+                pid, fd = _fork_with_pipe()
             except OSError as exc:
-                os.close(read_fd)
-                os.close(write_fd)
                 return verdicts + [{"passed": False, "error": f"could not start the check: {exc}"}] * len(rest)
             if pid == 0:
-                os.close(read_fd)
                 try:
                     _enter_check_child()
                     for k, source in enumerate(rest):
                         if k:
                             _clear_sandbox()  # what the previous check left running or wrote is gone
-                        os.write(write_fd, b'{"start": true}\n')
+                        os.write(fd, b'{"start": true}\n')
                         verdict = _run_check(source, self.initial, final)
-                        os.write(write_fd, json.dumps(verdict).encode()[:8000] + b"\n")
+                        os.write(fd, json.dumps(verdict).encode()[:8000] + b"\n")
                 finally:
                     os._exit(0)
-            os.close(write_fd)
-            got, error = self._collect_shared(pid, read_fd, len(rest), timeout)
+            got, error = self._collect_shared(pid, fd, len(rest), timeout)
             verdicts += got
             if error is not None:
                 verdicts.append({"passed": False, "error": error})
@@ -270,6 +260,24 @@ class Episode:
         if time.monotonic() >= deadline:
             return {"passed": False, "error": f"check timed out after {timeout:g} s"}
         return {"passed": False, "error": "check crashed without a verdict"}
+
+
+def _fork_with_pipe():
+    """``os.fork()`` with a pipe from the child to the parent: ``(0, write end)`` in the child, ``(pid, read
+    end)`` in the parent, each having closed the end it does not use. Where the fork fails, the pipe is
+    closed again and the ``OSError`` raised."""
+    read_fd, write_fd = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:
+        os.close(read_fd)
+        return 0, write_fd
+    os.close(write_fd)
+    return pid, read_fd
 
 
 def _enter_check_child():

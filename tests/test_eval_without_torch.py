@@ -12,12 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.fake_openai import FakeServer
+from tests.test_install_base import install_without_torch, requirement_name, size_mib
 
 REPO = Path(__file__).resolve().parents[1]
 TRAINING_STACK = ("torch", "peft", "accelerate", "sentence_transformers", "hnswlib", "vllm", "trl", "tensorboard",
@@ -79,22 +79,13 @@ def test_the_eval_extra_names_no_training_package():
     import tomllib
 
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["eval"]
-    names = {r.split(">")[0].split("=")[0].split("[")[0].strip().lower() for r in extra}
+    names = {requirement_name(r) for r in extra}
     assert "openai" in names and not names & {"torch", "peft", "accelerate", "vllm", "trl"}
 
 
 @pytest.mark.slow
 def test_eval_extra_in_a_fresh_venv_runs_lopd_eval_openai_without_torch(bfcl_data, tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    start = time.monotonic()
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", f"{REPO}[eval]"], capture_output=True,
-                             text=True, timeout=1800)
-    assert install.returncode == 0, install.stderr[-3000:]
-    seconds = time.monotonic() - start
-    shown = subprocess.run([str(python), "-m", "pip", "show", "torch"], capture_output=True, text=True)
-    assert shown.returncode != 0, "the eval extra pulled torch"
+    venv, seconds = install_without_torch(tmp_path, f"{REPO}[eval]")
     with FakeServer() as server:
         run = subprocess.run([str(venv / "bin" / "lopd-eval"), *openai_args(server.url, tmp_path / "out")],
                              cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=900)
@@ -103,8 +94,7 @@ def test_eval_extra_in_a_fresh_venv_runs_lopd_eval_openai_without_torch(bfcl_dat
     hf = subprocess.run([str(venv / "bin" / "lopd-eval"), "--model", "m", "--env", "lopd/BFCLv3-v0"], cwd=tmp_path,
                         env=child_env(), capture_output=True, text=True, timeout=300)
     assert hf.returncode == 2 and 'pip install "lopd[train]"' in hf.stderr.splitlines()[-1]
-    size_mb = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file()) / 2**20
-    print(f"lopd[eval] install: {seconds:.0f} s, {size_mb:.0f} MiB")
+    print(f"lopd[eval] install: {seconds:.0f} s, {size_mib(venv):.0f} MiB")
 
 
 def test_the_model_aliases_spelled_in_spec_are_the_models_modules():

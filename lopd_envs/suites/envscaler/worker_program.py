@@ -210,24 +210,13 @@ class Episode:
                     elif parsed is None or "start" in parsed:
                         error = "check wrote a malformed verdict"
                     else:
-                        error_text = parsed.get("error")
-                        verdicts.append({"passed": parsed.get("passed") is True,
-                                         "error": None if error_text is None else str(error_text)[:1000]})
+                        verdicts.append(_verdict(parsed))
                         started = False
                     deadline = time.monotonic() + timeout
                 if len(buffer) > 8192:
                     error = "check wrote a malformed verdict"
         finally:
-            os.close(read_fd)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-            if not reaped:
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:
-                    pass
+            _end_child(pid, read_fd, reaped)
         return verdicts, error
 
     @staticmethod
@@ -244,17 +233,11 @@ class Episode:
                     break
                 data += chunk
         finally:
-            os.close(read_fd)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-            os.waitpid(pid, 0)
+            _end_child(pid, read_fd)
         try:  # the check's own process wrote this: anything but a verdict object fails that check alone
             verdict = json.loads(data)
             if isinstance(verdict, dict):
-                error = verdict.get("error")
-                return {"passed": verdict.get("passed") is True, "error": None if error is None else str(error)[:1000]}
+                return _verdict(verdict)
         except (ValueError, RecursionError):
             pass
         if time.monotonic() >= deadline:
@@ -278,6 +261,28 @@ def _fork_with_pipe():
         return 0, write_fd
     os.close(write_fd)
     return pid, read_fd
+
+
+def _end_child(pid, read_fd, reaped=False):
+    """Done with a check child: its pipe closed, the child killed and reaped (unless the worker reaped it
+    already, as an orphan's init does while waiting)."""
+    os.close(read_fd)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if not reaped:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
+def _verdict(reported):
+    """A verdict object as a check child reported it, kept to what the host reads: passed only when ``True``,
+    the error as text of at most 1,000 characters."""
+    error = reported.get("error")
+    return {"passed": reported.get("passed") is True, "error": None if error is None else str(error)[:1000]}
 
 
 def _enter_check_child():

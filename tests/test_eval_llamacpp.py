@@ -37,6 +37,18 @@ def _first_reply(record: dict) -> str:
     return next((m.get("content") or "" for m in record["messages"] if m["role"] == "assistant"), "")
 
 
+def _served_bfcl_simple(out, chat_format: str | None = None, **settings) -> tuple[dict, list[dict]]:
+    """BFCL-v3 simple tasks through the openai backend against the served GGUF, one request at a time and
+    greedy: the backend's counters and the episodes' records (written to ``out``)."""
+    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
+
+    with llamacpp_server(server_python(), smollm2_f32_gguf(), alias="smollm2", chat_format=chat_format) as url:
+        results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
+                                      category="simple", request_extra=GREEDY_EXTRA, concurrency=1,
+                                      request_timeout=600, output=str(out), progress=False, **settings))
+    return results["backend"], read_records(out / "records.jsonl")
+
+
 @pytest.mark.slow
 def test_llamacpp_server_scores_as_hf_at_temperature_0(bfcl_data, tmp_path):
     from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
@@ -81,16 +93,7 @@ def test_openai_sdk_backend_in_auto_tool_mode_against_llamacpp(bfcl_data, tmp_pa
     """The openai SDK backend against the real server, tools offered natively: whatever the server does with
     them (calls, text, or a refusal sent again as text), every episode is scored and every fallback is
     counted, on its record and in results.json, never a silent switch."""
-    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
-
-    python = server_python()
-    with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2") as url:
-        results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
-                                      category="simple", limit=2, max_new_tokens=48, tool_mode="auto",
-                                      request_extra=GREEDY_EXTRA, concurrency=1, request_timeout=600,
-                                      output=str(tmp_path / "auto"), progress=False))
-    backend = results["backend"]
-    records = read_records(tmp_path / "auto" / "records.jsonl")
+    backend, records = _served_bfcl_simple(tmp_path / "auto", limit=2, max_new_tokens=48, tool_mode="auto")
     print("llama.cpp auto tool mode:", {k: backend[k] for k in ("native_tools", "requests", "retries",
                                                                  "tool_requests", "text_fallbacks")})
     assert len(records) == 2 and all(r["scored"] for r in records)
@@ -104,17 +107,10 @@ def test_native_tool_calls_through_the_function_calling_chat_format(bfcl_data, t
     """The recipe's native-tools variant: a server started with ``--chat_format chatml-function-calling`` takes
     ``tools=`` and answers with ``tool_calls`` (grammar-constrained), which lopd records as calls and the env
     scores; ``--tool-mode native`` sends no text tool prompt and nothing falls back."""
-    from lopd_train.evaluation.gguf_f32 import smollm2_f32_gguf
     from lopd_train.evaluation.llamacpp_server import NATIVE_TOOLS_CHAT_FORMAT
 
-    python = server_python()
-    with llamacpp_server(python, smollm2_f32_gguf(), alias="smollm2", chat_format=NATIVE_TOOLS_CHAT_FORMAT) as url:
-        results = run_eval(EvalConfig(model="smollm2", backend="openai", base_url=url, env=["lopd/BFCLv3-v0"],
-                                      category="simple", limit=3, max_new_tokens=96, tool_mode="native",
-                                      request_extra=GREEDY_EXTRA, concurrency=1, request_timeout=600,
-                                      output=str(tmp_path / "native"), progress=False))
-    backend = results["backend"]
-    records = read_records(tmp_path / "native" / "records.jsonl")
+    backend, records = _served_bfcl_simple(tmp_path / "native", chat_format=NATIVE_TOOLS_CHAT_FORMAT, limit=3,
+                                           max_new_tokens=96, tool_mode="native")
     calls = [m["tool_calls"] for r in records for m in r["messages"]
              if m["role"] == "assistant" and m.get("tool_calls")]
     print("llama.cpp native tools:", {k: backend[k] for k in ("native_tools", "tool_requests", "text_fallbacks",

@@ -19,8 +19,9 @@ from lopd_envs.sandbox.session import (
 from lopd_envs.suites.envscaler import scoring
 from lopd_envs.suites.envscaler.isolation import EnvWorker
 
-pytestmark = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,
-                                reason=f"bubblewrap unavailable here: {BubblewrapSandbox.probe()}")
+needs_bubblewrap = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,
+                                      reason=f"bubblewrap unavailable here: {BubblewrapSandbox.probe()}")
+pytestmark = needs_bubblewrap
 
 ECHO = CHANNEL + r'''
 import json, os, signal, struct

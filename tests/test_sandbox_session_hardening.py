@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lopd_envs.sandbox import BubblewrapSandbox, Limits, MiB, cgroup, get_sandbox
+from lopd_envs.sandbox import Limits, MiB, cgroup, get_sandbox
 from lopd_envs.sandbox.session import (
     CHANNEL,
     ReplyRejected,
@@ -23,10 +23,9 @@ from lopd_envs.sandbox.session import (
     SessionTimeout,
     nesting_depth,
 )
-from tests.test_envscaler_isolation import ECHO  # answers echo; also stop_reading and bad_reply
+from tests.test_envscaler_isolation import ECHO, needs_bubblewrap  # ECHO answers echo; also stop_reading, bad_reply
 
-pytestmark = pytest.mark.skipif(BubblewrapSandbox.probe() is not None,
-                                reason=f"bubblewrap unavailable here: {BubblewrapSandbox.probe()}")
+pytestmark = needs_bubblewrap
 ROOT = Path(__file__).resolve().parents[1]
 
 def bounded(call, limit: float):

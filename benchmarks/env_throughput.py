@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 import gymnasium as gym  # noqa: E402
 
 import lopd_envs  # noqa: E402
+from benchmarks.loadavg import load_average  # noqa: E402
 from lopd_envs.actions import ToolCall  # noqa: E402
 from lopd_envs.suites.bfcl import MULTI_TURN, SINGLE_TURN  # noqa: E402
 from lopd_envs.suites.bfcl.data import NO_ANSWER  # noqa: E402
@@ -64,11 +65,6 @@ from lopd_envs.suites.bfcl.single_turn import score_single_turn  # noqa: E402
 from lopd_envs.tools import parse_action  # noqa: E402
 
 gym.register_envs(lopd_envs)
-
-
-def load_average() -> list[float]:
-    """The 1-, 5- and 15-minute load averages (how many processes wanted a CPU while this ran)."""
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def interleaved(repeat: int, chunks: int, bare: Callable[[int], Any], env: Callable[[int], Any]) -> dict[str, Any]:

@@ -11,7 +11,16 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def _shown(loads: list[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in loads)
+
+
 def describe(before: list[float], after: list[float] | None = None) -> str:
     """``load average 1.20 1.10 0.90 -> 1.50 1.20 0.95`` (``after`` defaults to now)."""
     after = load_average() if after is None else after
-    return "load average " + " ".join(f"{x:.2f}" for x in before) + " -> " + " ".join(f"{x:.2f}" for x in after)
+    return f"load average {_shown(before)} -> {_shown(after)}"
+
+
+def describe_now() -> str:
+    """``load average 1.20 1.10 0.90``: the load now, for a line that reports one measurement."""
+    return f"load average {_shown(load_average())}"

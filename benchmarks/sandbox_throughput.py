@@ -216,6 +216,7 @@ from typing import ClassVar
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.loadavg import describe_now, load_average  # noqa: E402
 
 # ------------------------------------------------------------------------------------- mutants
 
@@ -620,17 +621,13 @@ def overhead_ratios(per_run: dict) -> dict:
     return ratios
 
 
-def load_average() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def report_overhead(report: dict, rounds: int) -> None:
-    before = load_average()
+    before = describe_now()
     report["per_run_ms"], report["cpu_per_run_ms"] = overhead(rounds)
-    report["overhead_load"] = [before, load_average()]
+    report["overhead_load"] = [before, describe_now()]
     report["ratios"] = overhead_ratios(report["per_run_ms"])
     bare, bare_cpu = report["per_run_ms"][BARE], report["cpu_per_run_ms"][BARE]
-    print(f"per-run overhead, median of {rounds} interleaved rounds ({before} -> {load_average()}):", flush=True)
+    print(f"per-run overhead, median of {rounds} interleaved rounds ({before} -> {describe_now()}):", flush=True)
     print("  latency = what the caller of run() waits; CPU = user+sys of the host process and every sandbox process "
           "of the run, incl. the start-up of the warm spare it used", flush=True)
     for name, ms in report["per_run_ms"].items():
@@ -685,7 +682,7 @@ def interleaved_rounds(sets: dict[str, dict[str, str]], reps: int, run_ours, run
     for rep in range(reps):
         for name, solutions in sets.items():
             entry = out[name]
-            entry["load_1min"].append(round(os.getloadavg()[0], 2))
+            entry["load_1min"].append(load_average()[0])
             ours = theirs = None
             order = ("lopd", *others, "evalplus") if rep % 2 == 0 else ("evalplus", *reversed(others), "lopd")
             if run_theirs is None:
@@ -785,7 +782,7 @@ def main() -> None:
     parallel = args.evalplus_parallel or workers
     report = {"dataset": args.dataset, "workers": workers, "evalplus_parallel": parallel, "cpus": os.cpu_count(),
               "reps": args.reps, "command": "python benchmarks/sandbox_throughput.py " + " ".join(sys.argv[1:]),
-              "load_average_start": [round(x, 2) for x in os.getloadavg()]}
+              "load_average_start": load_average()}
     if not args.skip_evalplus:
         report["evalplus_timing"] = EVALPLUS_TIMING_NOTE
         print(EVALPLUS_TIMING_NOTE, flush=True)
@@ -904,13 +901,13 @@ def main() -> None:
         if ratio is not None:
             print(f"GOAL HumanEval+ ({args.dataset}, {name}): lopd {workers} workers vs evalplus --parallel {parallel} "
                   f"(its work): {fmt_spread(ratio, '.2f')}x median (min-max) of {args.reps} interleaved rounds "
-                  f"(goal >= {goal}x): {'met' if ratio['median'] >= goal else 'NOT met'} ({load_average()})"
+                  f"(goal >= {goal}x): {'met' if ratio['median'] >= goal else 'NOT met'} ({describe_now()})"
                   + (f"; in CPU seconds {fmt_spread(cpu_ratio, '.2f')}x: "
                      f"{'met' if cpu_ratio['median'] >= goal else 'NOT met'}" if cpu_ratio else ""), flush=True)
 
     if not args.skip_overhead:
         report_overhead(report, args.rounds)
-    report["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    report["load_average_end"] = load_average()
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
 

@@ -2,6 +2,7 @@
 ``generate`` on the same model and prompts, the student's LoRA on and off, against the bounds of the machine.
 
     python benchmarks/generation.py                      # SmolLM2-135M-Instruct, batches 1 8 32, 3 rounds
+    python benchmarks/generation.py --json benchmarks/results/generation/smollm2_idle.json   # the idle rerun
     python benchmarks/generation.py --batches 1 8 32 --prompt-tokens 64 --new-tokens 32 --reps 3 --json out.json
     python benchmarks/generation.py --model tiny-random --batches 1 2 --reps 1     # a smoke run (tests)
     (results, with their command and load average: benchmarks/results/generation/)
@@ -24,6 +25,23 @@ depend on what was sampled):
   merge and unmerge are timed apart, and the logits' largest difference to the unmerged adapter is printed
   (the merge is exact up to float rounding). The LoRA's B matrices are set to small random values first, so
   that the check compares two different computations, not two zero updates.
+* ``lopd, static cache``: ``LoRA on``, but decoding into transformers' preallocated ``StaticCache`` (prompt
+  width + new tokens positions, written in place) instead of the growing ``DynamicCache``; lopd's shared
+  prefill is kept and its cache copied in (:func:`static_cache`). Each step then attends over every
+  preallocated position, the unwritten ones masked.
+* ``lopd, static+compile``: the same with transformers' compiled decoding step (``torch.compile`` of the
+  model's call, inductor, fixed shapes; :func:`compile_config`). Each batch size compiles its own graph on
+  its first call, untimed but reported (``first call, compiling``); a rollout, whose batch and prompt widths
+  change from call to call, would compile again for every new shape. Its decoding steps run inside the
+  compiled graph, where forward hooks cannot time them: its decode time is that of the ``generate`` call
+  after lopd's prefill (one-position forwards only, as the hooks' interval of the others).
+
+Every variant is compared twice, per round: with ``hf generate`` (plain ``transformers``) and with today's
+path (``lopd, LoRA on``, what every training rollout runs: ``vs today``). Identity, printed after the table:
+each variant decodes the largest batch's prompts greedily once, and its tokens are compared row by row with
+the same function computed today's way (``LoRA off`` with ``hf generate``, the others with ``LoRA on``), with
+the largest difference of the recorded log-probs; and in the timed rounds, which sample with the same seed
+for every variant, whether each drew the same tokens as today's path (``same seed, same tokens``).
 
 Timing: ``--reps`` rounds; in each, every variant runs once per batch size, in an order that rotates from
 round to round, so the machine's changing load falls on all of them alike; medians with their min-max are
@@ -69,8 +87,13 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.loadavg import describe, load_average  # noqa: E402
 
-VARIANTS = ("hf generate", "lopd, LoRA off", "lopd, LoRA on", "lopd, LoRA merged")
+VARIANTS = ("hf generate", "lopd, LoRA off", "lopd, LoRA on", "lopd, LoRA merged", "lopd, static cache",
+            "lopd, static+compile")
 BASELINE = VARIANTS[0]
+#: what every training rollout runs: the variants' second ratio, and the reference of their greedy check
+TODAY = "lopd, LoRA on"
+#: its decoding steps run inside a compiled graph, where forward hooks cannot time them (see :func:`static_cache`)
+COMPILED = "lopd, static+compile"
 
 
 class NoEOS:
@@ -262,7 +285,8 @@ def trainer_sampling() -> dict[str, float]:
 def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tokens: int,
                 sampling: dict[str, float]) -> list[list[int]]:
     """Plain ``transformers``: left-padded batch, ``generate`` sampling with the same temperature, top-k and
-    top-p as lopd's sampler, no end-of-sequence id (exactly ``new_tokens`` each), no scores or logits."""
+    top-p as lopd's sampler (greedy at temperature 0), no end-of-sequence id (exactly ``new_tokens`` each), no
+    scores or logits."""
     import torch
     from transformers import GenerationConfig
 
@@ -271,9 +295,10 @@ def hf_generate(backbone: Any, tokenizer: Any, prompts: list[list[int]], new_tok
     attn = torch.zeros_like(ids)
     for i, p in enumerate(prompts):
         ids[i, width - len(p):], attn[i, width - len(p):] = torch.tensor(p), 1
-    gc = GenerationConfig(max_new_tokens=new_tokens, do_sample=True, temperature=sampling["temperature"],
-                          top_k=sampling["top_k"], top_p=sampling["top_p"], pad_token_id=tokenizer.pad_token_id,
-                          eos_token_id=None, bos_token_id=None)
+    knobs = dict(do_sample=True, temperature=sampling["temperature"], top_k=sampling["top_k"],
+                 top_p=sampling["top_p"]) if sampling["temperature"] > 0 else dict(do_sample=False)
+    gc = GenerationConfig(max_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id, eos_token_id=None,
+                          bos_token_id=None, **knobs)
     with torch.no_grad():
         out = backbone.generate(input_ids=ids.to(backbone.device), attention_mask=attn.to(backbone.device),
                                 generation_config=gc)
@@ -293,6 +318,54 @@ def merged(policy: Any) -> Iterator[dict[str, float]]:
         t0 = time.perf_counter()
         policy.unmerge_adapter()
         times["unmerge_s"] = time.perf_counter() - t0
+
+
+def compile_config(device: str) -> Any:
+    """transformers' ``CompileConfig`` for its compiled decoding step: fixed shapes (each batch size and cache
+    length compiles once), CUDA graphs on a GPU as transformers defaults, plain inductor on a CPU, where
+    ``generate`` compiles only when asked to (``_compile_all_devices``)."""
+    from transformers import CompileConfig
+
+    cc = CompileConfig(dynamic=False, mode="reduce-overhead" if device.startswith("cuda") else "default")
+    cc._compile_all_devices = True
+    return cc
+
+
+@contextlib.contextmanager
+def static_cache(policy: Any, new_tokens: int, compiled: Any = None) -> Iterator[dict[str, float]]:
+    """Inside the block, lopd's ``generate`` decodes into a preallocated ``StaticCache`` (the prompt width plus
+    ``new_tokens`` positions, every layer's keys and values written in place): the key/value cache its
+    shared prefill built is copied into it first, so the prefill is lopd's own and only the decoding differs.
+    With ``compiled`` (:func:`compile_config`) transformers runs each decoding step through ``torch.compile``
+    (the prefill stays eager). Done by wrapping the policy's ``generate`` for the block, so
+    ``lopd_train.rollout.engine`` runs unchanged. The yielded dict gets ``generate_s``, the time of the
+    ``generate`` call after lopd's prefill: one-position forwards only, the decode time of a compiled call,
+    whose steps forward hooks cannot see."""
+    from transformers import StaticCache
+
+    from lopd_train.scoring import cache_kw
+
+    key, plain, times = cache_kw(policy), policy.generate, {}
+
+    def generate(**kw):
+        width = kw["input_ids"].shape[1]
+        cache = StaticCache(config=policy.config, max_cache_len=width + new_tokens)
+        if kw.get(key) is not None:
+            for layer, filled in zip(cache.layers, kw[key].layers, strict=True):
+                layer.update(filled.keys, filled.values)
+        kw[key] = cache
+        if compiled is not None:
+            kw["generation_config"].compile_config = compiled
+        t0 = time.perf_counter()
+        out = plain(**kw)
+        times["generate_s"] = time.perf_counter() - t0
+        return out
+
+    policy.generate = generate
+    try:
+        yield times
+    finally:
+        del policy.generate
 
 
 def merge_error(policy: Any, prompt: list[int]) -> float:
@@ -337,31 +410,71 @@ def setup(args: argparse.Namespace) -> dict[str, Any]:
 
 def variant_runner(name: str, env: dict[str, Any], new_tokens: int,
                    sampling: dict[str, float]) -> Callable[[list[list[int]]], dict]:
-    """A function that samples the prompts with variant ``name`` and returns its tokens and any extra
-    timings (the merge's)."""
+    """A function that samples the prompts with variant ``name`` (greedily at temperature 0) and returns its
+    tokens, lopd's recorded log-probs (``hf generate`` records none) and any extra timings (the merge's; a
+    compiled call's decode time and steps, which :class:`ForwardClock` cannot see)."""
     from lopd_train import models
     from lopd_train.rollout.engine import SamplingConfig, generate
 
     policy, tok = env["policy"], env["tokenizer"]
     config = SamplingConfig(max_new_tokens=new_tokens, temperature=sampling["temperature"],
                             top_k=int(sampling["top_k"]), top_p=sampling["top_p"])
+    compiled = compile_config(str(policy.device)) if name == COMPILED else None
 
     def lopd(prompts):
-        return [toks for toks, *_ in generate(policy, NoEOS(tok), prompts, config)]
+        out = generate(policy, NoEOS(tok), prompts, config)
+        return {"tokens": [toks for toks, *_ in out], "logprobs": [lps for _, lps, *_ in out]}
 
     def run(prompts: list[list[int]]) -> dict:
         if name == "hf generate":
             return {"tokens": hf_generate(env["plain"], tok, prompts, new_tokens, sampling)}
         if name == "lopd, LoRA off":
             with models.base_only(policy):
-                return {"tokens": lopd(prompts)}
+                return lopd(prompts)
         if name == "lopd, LoRA on":
             with models.adapter(policy, "student"):
-                return {"tokens": lopd(prompts)}
-        with models.adapter(policy, "student"), merged(policy) as times:
-            tokens = lopd(prompts)
-        return {"tokens": tokens, **times}
+                return lopd(prompts)
+        if name == "lopd, LoRA merged":
+            with models.adapter(policy, "student"), merged(policy) as times:
+                out = lopd(prompts)
+            return {**out, **times}
+        with models.adapter(policy, "student"), static_cache(policy, new_tokens, compiled) as times:
+            out = lopd(prompts)
+        if compiled is None:
+            return out
+        return {**out, "decode_s": times["generate_s"], "decode_steps": new_tokens}
     return run
+
+
+#: the variant each one's greedy tokens are checked against: the same function computed another way
+def reference(variant: str) -> str:
+    return {BASELINE: "lopd, LoRA off", "lopd, LoRA off": BASELINE}.get(variant, TODAY)
+
+
+def greedy_check(args: argparse.Namespace, env: dict[str, Any], prompts: list[list[int]]) -> dict[str, dict]:
+    """Every variant once, greedily, on ``prompts``, against :func:`reference`: whether each row's tokens are
+    the same, and the largest difference of the recorded log-probs over the tokens both agree on up to the
+    first difference (the numbers a training run logs). A variant that computes the same function another way
+    (a static cache, a compiled step, merged weights) may round differently; a flipped greedy token is
+    the difference that changes what a run does."""
+    runners = {v: variant_runner(v, env, args.new_tokens, {**sampling_of(args), "temperature": 0.0})
+               for v in args.variants}
+    outs = {v: r(prompts) for v, r in runners.items()}
+    checks = {}
+    for v, out in outs.items():
+        ref = outs.get(reference(v))
+        if ref is None or v == reference(v):
+            continue
+        same = sum(a == b for a, b in zip(out["tokens"], ref["tokens"], strict=True))
+        diff = None
+        if "logprobs" in out and "logprobs" in ref:
+            diff = 0.0
+            for t1, t2, l1, l2 in zip(out["tokens"], ref["tokens"], out["logprobs"], ref["logprobs"], strict=True):
+                n = next((i for i, (x, y) in enumerate(zip(t1, t2)) if x != y), len(t1))
+                diff = max([diff, *(abs(x - y) for x, y in zip(l1[:n], l2[:n]))])
+        checks[v] = {"reference": reference(v), "rows": len(prompts), "identical_rows": same,
+                     "max_logprob_difference": diff}
+    return checks
 
 
 def measure_bounds(args: argparse.Namespace, env: dict[str, Any], samples: dict[str, Any]) -> None:
@@ -390,7 +503,12 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
     runners = {v: variant_runner(v, env, args.new_tokens, sampling) for v in args.variants}
     calls: dict[int, dict[str, list[dict]]] = {b: {v: [] for v in args.variants} for b in args.batches}
     for v in args.variants:  # one untimed call each at the smallest batch: lazy initialisation, first imports
-        runners[v](prompts[:min(args.batches)])
+        # (the compiled step at every batch: each batch size compiles its own graph, timed apart)
+        for b in args.batches if v == COMPILED else [min(args.batches)]:
+            t0 = time.perf_counter()
+            runners[v](prompts[:b])
+            if v == COMPILED:
+                env.setdefault("first_call_s", {})[b] = time.perf_counter() - t0
     for rep in range(args.reps):
         if bound_samples is not None:
             measure_bounds(args, env, bound_samples)
@@ -398,19 +516,25 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
         for b in args.batches:
             k = rep % len(args.variants)
             order = list(args.variants[k:]) + list(args.variants[:k])
+            tokens = {}
             for v in order:
                 torch.manual_seed(rep)
-                with ForwardClock(bodies[v]) as clock:
+                # no hooks on a compiled graph's modules (they would be traced into it, or recompile it)
+                with ForwardClock(bodies[v]) if v != COMPILED else contextlib.nullcontext() as clock:
                     t0 = time.perf_counter()
                     out = runners[v](prompts[:b])
                     wall = time.perf_counter() - t0
-                decode_s, steps = clock.decode_seconds()
+                decode_s, steps = (out["decode_s"], out["decode_steps"]) if v == COMPILED else clock.decode_seconds()
+                tokens[v] = out["tokens"]
                 lengths = {len(t) for t in out["tokens"]}
                 if lengths != {args.new_tokens}:
                     raise RuntimeError(f"{v} at batch {b} produced rows of {sorted(lengths)} tokens, not "
                                        f"{args.new_tokens}: the benchmark's work would not be equal")
-                calls[b][v].append({"wall_s": wall, "decode_s": decode_s, "decode_steps": steps, "load_1min": load,
-                                    **{k2: v2 for k2, v2 in out.items() if k2 != "tokens"}})
+                calls[b][v].append({**{k2: v2 for k2, v2 in out.items() if k2 not in ("tokens", "logprobs")},
+                                    "wall_s": wall, "decode_s": decode_s, "decode_steps": steps, "load_1min": load})
+            for v in args.variants:  # the same seed: does the same function, computed another way, draw the same?
+                if TODAY in tokens and v != TODAY and reference(v) == TODAY:
+                    calls[b][v][-1]["same_sampled_tokens_as_today"] = tokens[v] == tokens[TODAY]
             print(f"round {rep + 1}/{args.reps}, batch {b} (load {load}): " + "; ".join(
                 f"{v} {b * args.new_tokens / calls[b][v][-1]['wall_s']:.1f} tok/s" for v in args.variants), flush=True)
         if after_round is not None:
@@ -420,8 +544,9 @@ def bench(args: argparse.Namespace, env: dict[str, Any],
 
 def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]], shape: dict[str, float],
               samples: dict[str, Any]) -> dict[str, Any]:
-    """Per batch and variant: end-to-end and decode tok/s (median, range), the per-round ratio to hf generate,
-    the bounds at that batch (context: the prompt plus half the new tokens on average) from the median of the
+    """Per batch and variant: end-to-end and decode tok/s (median, range), the per-round ratios to hf generate
+    and to today's path (:data:`TODAY`), how many calls drew the same tokens as today's under the same seed, the
+    bounds at that batch (context: the prompt plus half the new tokens on average) from the median of the
     bound measurements (``samples``: :func:`measure_bounds`), with the range of those measurements and of the
     roofline they give, and each round's decode rate as a fraction of that roofline (median, range)."""
     out: dict[str, Any] = {}
@@ -446,6 +571,15 @@ def summarise(args: argparse.Namespace, calls: dict[int, dict[str, list[dict]]],
                 if dec:
                     entry["decode_vs_hf"] = spread([(c["decode_steps"] / c["decode_s"]) /
                                                     (x["decode_steps"] / x["decode_s"]) for x, c in zip(base, cs)])
+            today = per.get(TODAY)
+            if today is not None and v not in (BASELINE, TODAY):
+                entry["end_to_end_vs_today"] = spread([x["wall_s"] / c["wall_s"] for x, c in zip(today, cs)])
+                if dec:
+                    entry["decode_vs_today"] = spread([(c["decode_steps"] / c["decode_s"]) /
+                                                       (x["decode_steps"] / x["decode_s"]) for x, c in zip(today, cs)])
+            same = [c["same_sampled_tokens_as_today"] for c in cs if "same_sampled_tokens_as_today" in c]
+            if same:
+                entry["same_sampled_tokens_as_today"] = f"{sum(same)}/{len(same)}"
             if "merge_s" in cs[0]:
                 entry["merge_plus_unmerge_s"] = spread([c["merge_s"] + c["unmerge_s"] for c in cs])
             if dec:
@@ -469,20 +603,27 @@ def print_table(args: argparse.Namespace, summary: dict[str, Any], shape: dict[s
     print(f"sampling temperature {args.temperature}, top-k {args.top_k}, top-p {args.top_p} (both samplers); "
           f"prompts {args.prompt_tokens} tokens (distinct), {args.new_tokens} new tokens per row; median (min-max) "
           f"of {args.reps} rounds; ratios per round against '{BASELINE}'")
-    head = f"{'batch':>5s}  {'variant':<18s} {'end-to-end tok/s':>22s} {'vs hf':>18s} {'decode tok/s':>22s} " \
-           f"{'vs hf':>18s} {'of roofline':>16s}"
+    head = f"{'batch':>5s}  {'variant':<20s} {'end-to-end tok/s':>22s} {'vs hf':>18s} {'vs today':>18s} " \
+           f"{'decode tok/s':>22s} {'vs hf':>18s} {'vs today':>18s} {'of roofline':>16s}"
     print(head)
+
+    def ratio(e: dict, key: str, v: str, base: str) -> str:
+        return fmt(e[key], ".2f") + "x" if key in e else ("baseline" if v == base else "")
     for b, row in summary.items():
         for v, e in row["variants"].items():
-            vs = fmt(e["end_to_end_vs_hf"], ".2f") + "x" if "end_to_end_vs_hf" in e else "baseline"
-            dvs = fmt(e["decode_vs_hf"], ".2f") + "x" if "decode_vs_hf" in e else "baseline"
             dec = fmt(e["decode_tok_s"]) if e["decode_tok_s"] else "n/a"
             frac = fmt({k: 100 * x for k, x in e["decode_fraction_of_roofline"].items()}, ".0f") + "%" \
                 if "decode_fraction_of_roofline" in e else ""
             extra = (f"  (merge+unmerge {fmt(e['merge_plus_unmerge_s'], '.2f')} s a call)"
                      if "merge_plus_unmerge_s" in e else "")
-            print(f"{b:>5s}  {v:<18s} {fmt(e['end_to_end_tok_s']):>22s} {vs:>18s} {dec:>22s} {dvs:>18s} "
-                  f"{frac:>16s}{extra}")
+            if "first_call_s" in e:
+                extra += f"  (first call, compiling: {e['first_call_s']:.0f} s)"
+            if "same_sampled_tokens_as_today" in e:
+                extra += f"  (same seed, same tokens as today: {e['same_sampled_tokens_as_today']} calls)"
+            print(f"{b:>5s}  {v:<20s} {fmt(e['end_to_end_tok_s']):>22s} "
+                  f"{ratio(e, 'end_to_end_vs_hf', v, BASELINE):>18s} {ratio(e, 'end_to_end_vs_today', v, TODAY):>18s} "
+                  f"{dec:>22s} {ratio(e, 'decode_vs_hf', v, BASELINE):>18s} "
+                  f"{ratio(e, 'decode_vs_today', v, TODAY):>18s} {frac:>16s}{extra}")
         bd, gemm = row["bounds"], {k: v / 1e9 for k, v in row["bound_inputs"]["step_gemm_flops"].items()}
         lo, hi = row["roofline_range_tok_s"]
         print(f"{b:>5s}  bounds: step GEMMs {fmt(gemm, '.1f')} GFLOP/s (median (min-max) of "
@@ -535,15 +676,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     samples: dict[str, Any] = {"bandwidth": [], "gemm": {}}
     calls = bench(args, env, keep, samples)
+    greedy = greedy_check(args, env, synthetic_prompts(env["tokenizer"], max(args.batches), args.prompt_tokens))
     summary = summarise(args, calls, env["shape"], samples)
+    for b, seconds in env.get("first_call_s", {}).items():
+        summary[str(b)]["variants"][COMPILED]["first_call_s"] = seconds
     print(f"model {args.model}, {threads} torch threads, {os.cpu_count()} CPUs")
     print_table(args, summary, env["shape"], samples)
     if check is not None:
         print(f"LoRA merged vs applied: largest next-token logit difference {check:.2e} (float rounding)")
+    for v, c in greedy.items():
+        lp = f", largest recorded log-prob difference {c['max_logprob_difference']:.1e}" \
+            if c["max_logprob_difference"] is not None else ""
+        print(f"greedy, batch {c['rows']}, {args.new_tokens} new tokens: {v} vs {c['reference']}: "
+              f"{'identical tokens' if c['identical_rows'] == c['rows'] else 'TOKENS DIFFER'} in "
+              f"{c['identical_rows']}/{c['rows']} rows{lp}")
     result = {"model": args.model, "device": args.device, "threads": threads, "sampling": sampling_of(args), "cpus": os.cpu_count(),
               "prompt_tokens": args.prompt_tokens, "new_tokens": args.new_tokens, "reps": args.reps,
               "shape": env["shape"], "read_bandwidth_bytes_s": samples["bandwidth"],
-              "step_gemm_flops": {str(b): v for b, v in samples["gemm"].items()}, "merge_max_logit_error": check, "summary": summary,
+              "step_gemm_flops": {str(b): v for b, v in samples["gemm"].items()}, "merge_max_logit_error": check, "greedy_check": greedy, "summary": summary,
               "calls": {str(b): v for b, v in calls.items()},
               "load_average": {"start": load_start, "end": load_average()},
               "wall_seconds": time.perf_counter() - started,

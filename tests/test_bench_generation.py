@@ -75,8 +75,9 @@ def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path, 
     import re
 
     out = tmp_path / "gen.json"
+    variants = [v for v in bench.VARIANTS if v != bench.COMPILED]  # compiling takes minutes: its own test below
     result = bench.main(["--model", "tiny-random", "--batches", "1", "3", "--reps", "1", "--prompt-tokens", "48",
-                         "--new-tokens", "5", "--bound-reps", "2", "--json", str(out)])
+                         "--new-tokens", "5", "--bound-reps", "2", "--json", str(out), "--variants", *variants])
     text = capsys.readouterr().out
     number = r"[\d.]+ \([\d.]+-[\d.]+\)"
     assert re.search(rf"read bandwidth {number} GB/s \(median \(min-max\) of 2 reads", text)
@@ -85,7 +86,7 @@ def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path, 
                          rf"tok/s, compute \d+ tok/s -> roofline \d+ \(\d+-\d+\) tok/s", text, re.MULTILINE), b
         bound = result["summary"][b]["bound_inputs"]
         assert len(result["step_gemm_flops"][b]) == bound["gemm_timings"] == 2
-        for v in bench.VARIANTS:
+        for v in variants:
             frac = result["summary"][b]["variants"][v]["decode_fraction_of_roofline"]
             assert 0 < frac["min"] <= frac["median"] <= frac["max"], (b, v)
     assert len(result["read_bandwidth_bytes_s"]) == 2
@@ -94,7 +95,7 @@ def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path, 
     shape = result["shape"]
     assert shape["tied_embeddings"] in (True, False) and shape["weight_bytes"] > 0
     for b in ("1", "3"):
-        for variant in bench.VARIANTS:
+        for variant in variants:
             (call,) = result["calls"][b][variant]
             # 5 new tokens: plain generate samples the first after its prefill, then 4 one-token steps; lopd's
             # sampler prefills all but the last prompt token, then 5 one-token steps (each step one token a row)
@@ -104,4 +105,57 @@ def test_smoke_run_on_the_tiny_model_decodes_exactly_the_asked_tokens(tmp_path, 
         assert "end_to_end_vs_hf" not in row["variants"][bench.BASELINE]
         assert set(row["variants"]["lopd, LoRA on"]) >= {"end_to_end_vs_hf", "decode_vs_hf"}
         assert "merge_plus_unmerge_s" in row["variants"]["lopd, LoRA merged"]
+        assert "end_to_end_vs_today" not in row["variants"][bench.TODAY]
+        for v in ("lopd, LoRA merged", "lopd, static cache"):
+            assert set(row["variants"][v]) >= {"end_to_end_vs_today", "decode_vs_today"}, v
+            assert row["variants"][v]["same_sampled_tokens_as_today"] in ("0/1", "1/1"), v
+        assert "same_sampled_tokens_as_today" not in row["variants"]["lopd, LoRA off"]  # another function
+    # the greedy check: the same function computed another way gives the same tokens on the tiny model
+    assert set(result["greedy_check"]) == set(variants) - {bench.TODAY}  # the reference of the others
+    for v in result["greedy_check"]:
+        check = result["greedy_check"][v]
+        assert check["reference"] == {bench.BASELINE: "lopd, LoRA off", "lopd, LoRA off": bench.BASELINE}.get(
+            v, bench.TODAY), v
+        assert check["rows"] == 3 and check["identical_rows"] == 3, v
+    assert result["greedy_check"]["lopd, static cache"]["max_logprob_difference"] < 1e-4
+    assert re.search(r"^greedy, batch 3, 5 new tokens: lopd, static cache vs lopd, LoRA on: identical tokens in "
+                     r"3/3 rows, largest recorded log-prob difference", text, re.MULTILINE)
     assert result["summary"]["3"]["bounds"]["memory_bound_tok_s"] > result["summary"]["1"]["bounds"]["memory_bound_tok_s"]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_static_cache_decodes_todays_greedy_tokens_and_restores_generate(compiled):
+    """lopd's sampler decoding into a static cache (its shared prefill copied in), eager or through
+    transformers' compiled step, gives the tokens today's dynamic cache gives, log-probs to float rounding;
+    the policy's own ``generate`` is back afterwards. The compiled case traces with the ``eager`` backend (the
+    same graph capture and cache handling, no code generation: seconds, not minutes)."""
+    import torch
+
+    from lopd_train import models
+    from lopd_train.rollout.engine import SamplingConfig, generate
+
+    torch.manual_seed(0)
+    backbone, tok = models.tiny_model()
+    policy = models.wrap_lora(backbone, {"student": models.lora_config(4, 8)})
+    with torch.no_grad():
+        for n, p in policy.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.05)
+    policy.eval()
+    prompts = [[*range(40, 80), 100 + i, 7 + i] for i in range(3)] + [[*range(40, 80), 100, 7]]
+    cfg = SamplingConfig(max_new_tokens=6, temperature=0.0)
+    config = None
+    if compiled:
+        config = bench.compile_config("cpu")
+        config.backend = "eager"
+    with models.adapter(policy, "student"):
+        today = generate(policy, bench.NoEOS(tok), prompts, cfg)
+        with bench.static_cache(policy, 6, config) as times:
+            static = generate(policy, bench.NoEOS(tok), prompts, cfg)
+    assert times["generate_s"] > 0
+    assert "generate" not in vars(policy)
+    assert hasattr(policy.get_base_model(), "_compiled_call") == compiled  # transformers did compile the step
+    assert [t for t, *_ in static] == [t for t, *_ in today]
+    assert all(len(t) == 6 for t, *_ in static)
+    for (_, a, *_), (_, b, *_) in zip(static, today, strict=True):
+        assert a == pytest.approx(b, abs=1e-4)

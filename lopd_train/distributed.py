@@ -46,12 +46,15 @@ import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
 from lopd_train import textforms
+
+if TYPE_CHECKING:
+    from torch.distributed.fsdp import FSDPModule
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +150,7 @@ class Distributed(Local):
         self.rank = int(self.state.process_index)
         self.world_size = int(self.state.num_processes)
         self.is_main = bool(self.state.is_main_process)
+        assert self.state.device is not None, "PartialState sets its device when it starts"
         device = torch.device(self.state.device)
         # accelerate names a CPU rank's device "cpu:<rank>"; torch.load cannot map tensors saved there back
         self.device = torch.device("cpu") if device.type == "cpu" else device
@@ -172,10 +176,16 @@ class Distributed(Local):
 
         return list(gather_object([obj]))
 
-    def sum(self, *values: float) -> tuple[float, ...]:
+    @staticmethod
+    def _reduce(tensor: torch.Tensor, reduction: str) -> torch.Tensor:
+        """accelerate's ``reduce`` over one tensor (it also takes nested containers, so its result is
+        untyped)."""
         from accelerate.utils import reduce
 
-        out = reduce(self._tensor(list(values)), reduction="sum")
+        return cast(torch.Tensor, reduce(tensor, reduction=reduction))
+
+    def sum(self, *values: float) -> tuple[float, ...]:
+        out = self._reduce(self._tensor(list(values)), "sum")
         return tuple(float(v) for v in out.cpu())
 
     def any(self, flag: bool) -> bool:
@@ -191,25 +201,25 @@ class Distributed(Local):
     def sync_gradients(self, params: Iterable[torch.Tensor]) -> None:
         """Average ``params``' gradients over the ranks, in place, as one flat all-reduce. Call it on every
         rank before clipping: the clip coefficient and the non-finite check then agree everywhere."""
-        from accelerate.utils import reduce
-
         params = [p for p in params if p.requires_grad]
         if not params:
             return
-        present = reduce(self._tensor([p.grad is not None for p in params], torch.float32), reduction="sum")
+        present = self._reduce(self._tensor([p.grad is not None for p in params], torch.float32), "sum")
         live = [p for p, n in zip(params, present.cpu().tolist()) if n > 0]
         if not live:
             return
+        grads: list[torch.Tensor] = []
         for p in live:
             if p.grad is None:  # this rank did not touch it (e.g. nothing retrieved here): a zero contribution
                 p.grad = torch.zeros_like(p)
-        flat = self._tensor(torch.cat([p.grad.detach().reshape(-1).to(torch.float32).cpu() for p in live]),
+            grads.append(p.grad)
+        flat = self._tensor(torch.cat([g.detach().reshape(-1).to(torch.float32).cpu() for g in grads]),
                             torch.float32)
-        flat = reduce(flat, reduction="mean").cpu()
+        flat = self._reduce(flat, "mean").cpu()
         offset = 0
-        for p in live:
-            n = p.numel()
-            p.grad.copy_(flat[offset:offset + n].view_as(p.grad).to(p.grad.dtype))
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[offset:offset + n].view_as(g).to(g.dtype))
             offset += n
 
     def broadcast_parameters(self, params: Iterable[torch.Tensor]) -> None:
@@ -359,7 +369,7 @@ def replicated_parameters(policy: torch.nn.Module) -> set[torch.nn.Parameter]:
     return {p for n, p in policy.named_parameters() if "lora_" in n}
 
 
-def shard_backbone(policy, settings: FSDPSettings, device: torch.device) -> list[torch.nn.Module]:
+def shard_backbone(policy, settings: FSDPSettings, device: torch.device) -> list[FSDPModule]:
     """Apply :func:`sharding_plan` to the policy's backbone with FSDP2 (the LoRA weights ignored) and
     initialise FSDP from the root with a one-token forward (every rank runs it: it gathers each layer once).
     Returns the sharded modules, the root last. A trainable backbone weight is refused: its gradient would
@@ -376,9 +386,10 @@ def shard_backbone(policy, settings: FSDPSettings, device: torch.device) -> list
         raise ValueError(f"under FSDP only LoRA weights may be trained; trainable backbone weights: {trainable[:3]}")
     modules = dict(base.named_modules())
     offload = CPUOffloadPolicy(pin_memory=device.type == "cuda") if settings.offload_params else OffloadPolicy()
-    units = []
+    units: list[FSDPModule] = []
     for name in sharding_plan(base, settings.layer_classes):
-        kw = {"reshard_after_forward": settings.reshard_after_forward} if name else {}  # the root: FSDP's default
+        # the root: FSDP's default
+        kw: dict[str, Any] = {"reshard_after_forward": settings.reshard_after_forward} if name else {}
         units.append(fully_shard(modules[name], mesh=mesh, ignored_params=ignored, offload_policy=offload, **kw))
     with torch.no_grad():  # FSDP initialises from the module first called; scoring calls the decoder directly
         base(input_ids=torch.zeros((1, 1), dtype=torch.long, device=device), use_cache=False)
@@ -392,7 +403,7 @@ class Sharded(Distributed):
     def __init__(self, settings: FSDPSettings) -> None:
         super().__init__()
         self.settings = settings
-        self.units: list[torch.nn.Module] = []
+        self.units: list[FSDPModule] = []
         self._depth = 0
 
     def prepare_model(self, policy) -> None:

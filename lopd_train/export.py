@@ -98,7 +98,8 @@ def export_trained(run: Path, policy, push_to_hub: str | None = None) -> Path:
 
 @one_line_errors
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = one_line_parser(argparse.ArgumentParser(prog="lopd-export", description=__doc__.split("\n\n")[0],
+    summary = (__doc__ or "").split("\n\n")[0]
+    parser = one_line_parser(argparse.ArgumentParser(prog="lopd-export", description=summary,
                                                      formatter_class=argparse.RawDescriptionHelpFormatter))
     parser.add_argument("run", help="a lopd-train run folder")
     parser.add_argument("--out", help="where to write the model folder (default: RUN/student)")

@@ -31,7 +31,7 @@ class FolderLock:
         self.what = what
         self._fd: int | None = None
 
-    def acquire(self) -> FolderLock:
+    def acquire(self) -> Self:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         key = str(self.path.resolve())
         with _guard:

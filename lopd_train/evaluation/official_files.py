@@ -21,11 +21,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lopd_train.evaluation import env_kwargs
 from lopd_train.evaluation.leaderboards import BFCL_V3_SIZES, benchmark_name
 from lopd_train.records import read_records, settled
+
+if TYPE_CHECKING:
+    from lopd_envs.suites.evalplus.env import EvalPlusEnv
 
 FOLDER = "official"
 
@@ -78,11 +81,12 @@ def _write_evalplus(cfg: Any, env_id: str, records: Sequence[dict[str, Any]], fo
 
     env = gym.make(env_id, **env_kwargs(cfg, env_id))
     try:
-        unwrapped = env.unwrapped
+        unwrapped = cast("EvalPlusEnv", env.unwrapped)  # a HumanEval+ or MBPP+ id
         sanitised, raw = samples_of(records, env)
         dataset, n_problems, data = unwrapped.dataset, len(unwrapped.problems), unwrapped.provenance
     finally:
         env.close()
+    assert data is not None, "an EvalPlus env records the data it loaded"
     path = folder / f"{dataset}.jsonl"
     _jsonl(path, sanitised)
     _jsonl(folder / f"{dataset}.raw.jsonl", raw)

@@ -36,7 +36,7 @@ import asyncio
 import difflib
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 from uuid import uuid4
 
 import gymnasium as gym
@@ -123,8 +123,9 @@ class LopdEnvironment(Environment[LopdAction, LopdObservation, LopdState]):
 
     def reset(self, seed: int | None = None, episode_id: str | None = None,
               task_id: str | None = None, **kwargs: Any) -> LopdObservation:
+        served = cast(lopd_envs.AgentEnv, self.env.unwrapped).tasks
         # **kwargs only so that openenv passes unknown arguments on (it drops what a signature lacks): refused
-        check_reset_args(seed, task_id, kwargs, [t.task_id for t in self.env.unwrapped.tasks])
+        check_reset_args(seed, task_id, kwargs, [t.task_id for t in served])
         obs, info = self.env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
         self._state = LopdState(episode_id=episode_id or str(uuid4()), step_count=0, env_id=self.env_id,
                                 task_id=info["task_id"])

@@ -55,11 +55,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lopd_envs.chat import tools_already_listed
 from lopd_envs.wire import function_of
 from lopd_train.integrations.trl_reward import TASK_COLUMN, make_env, plain, task_openings
+
+if TYPE_CHECKING:
+    from lopd_envs import AgentEnv
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +146,8 @@ def as_action(message: dict[str, Any]) -> Any:
         if isinstance(fn, dict) and fn.get("name") == GATEWAY and isinstance(args, dict):
             calls.append({"name": args.get("name"), "arguments": args.get("arguments")})
         elif isinstance(fn, dict) and fn.get("name") == REPLY and isinstance(args, dict):
-            texts.append(args.get("message") if isinstance(args.get("message"), str) else json.dumps(args))
+            said = args.get("message")
+            texts.append(said if isinstance(said, str) else json.dumps(args))
         else:
             calls.append(fn)  # lopd reads it, or answers it with a parse error
     text = "\n".join(t for t in texts if t)
@@ -259,7 +263,7 @@ class LopdEnvironmentFactory:
     def __init__(self, env_id: str, seed: int = 0, **env_kwargs: Any):
         self.env_id, self.seed, self.env_kwargs = env_id, seed, env_kwargs
         probe = make_env(env_id, **env_kwargs)
-        self.has_tools = any(t.tools for t in probe.unwrapped.tasks)
+        self.has_tools = any(t.tools for t in cast("AgentEnv", probe.unwrapped).tasks)
         self.cls = LopdToolEnvironment if self.has_tools else LopdEnvironment
         self._spare = [probe]  # the first instance TRL makes takes it
         self.made: list[LopdEnvironment] = []
@@ -278,7 +282,7 @@ class LopdEnvironmentFactory:
         self.made, self._spare = [], []
 
 
-def lopd_env_reward(completions: list, environments: list | None = None, **kwargs: Any) -> list[float]:
+def lopd_env_reward(completions: list, environments: list | None = None, **kwargs: Any) -> list[float | None]:
     """TRL reward function for this route: each rollout's lopd score (:meth:`LopdEnvironment._finish`)."""
     if environments is None:
         raise ValueError("lopd_env_reward scores the rollouts of environment_factory=LopdEnvironmentFactory(...): "

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -50,9 +50,10 @@ def make_env(env_id: str, **env_kwargs: Any) -> gym.Env:
 def task_openings(env: gym.Env, tasks: Sequence[str] | None = None
                   ) -> Iterator[tuple[str, list[dict[str, Any]], list[dict[str, Any]]]]:
     """``(task id, opening messages, the task's tool schemas)`` for each task (default: all the env serves)."""
-    ids = list(tasks) if tasks is not None else [t.task_id for t in env.unwrapped.tasks]
+    lopd_env = cast(lopd_envs.AgentEnv, env.unwrapped)
+    ids = list(tasks) if tasks is not None else [t.task_id for t in lopd_env.tasks]
     if not ids:
-        raise ValueError(f"{env.unwrapped.env_id} serves no tasks: pass tasks=[...]")
+        raise ValueError(f"{lopd_env.env_id} serves no tasks: pass tasks=[...]")
     for task_id in ids:
         obs, info = env.reset(options={"task_id": task_id})
         yield info.get("task_id", task_id), obs, info.get("tools") or []

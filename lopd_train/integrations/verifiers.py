@@ -38,9 +38,12 @@ import asyncio
 import copy
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
+
+# an optional extra, absent where types are checked: pyright then takes this very module for it (it looks for an
+# import it cannot find beside the importing file), so each use of verifiers' names carries an ignore
 import verifiers as vf
 from datasets import Dataset
 
@@ -65,7 +68,8 @@ def task_rows(env_id: str, env_kwargs: dict[str, Any], tasks: Sequence[str] | No
     ``info`` (JSON text: tool schemas differ per task, which a typed Arrow column cannot hold)."""
     env = gym.make(env_id, **env_kwargs)
     try:
-        ids = list(tasks) if tasks is not None else [t.task_id for t in env.unwrapped.tasks]
+        lopd_env = cast(lopd_envs.AgentEnv, env.unwrapped)
+        ids = list(tasks) if tasks is not None else [t.task_id for t in lopd_env.tasks]
         rows: dict[str, list] = {"prompt": [], "answer": [], "info": []}
         for task_id in ids:
             obs, info = env.reset(options={"task_id": task_id})
@@ -158,7 +162,7 @@ def strict_chat_client(client: Any) -> Any:
     return strict
 
 
-class LopdVerifiersEnv(vf.MultiTurnEnv):
+class LopdVerifiersEnv(vf.MultiTurnEnv):  # pyright: ignore[reportAttributeAccessIssue]
     """Each rollout plays one lopd episode: a fresh env per rollout (lopd envs are cheap to make and keep
     no state between instances), closed when verifiers cleans the rollout up."""
 
@@ -167,7 +171,7 @@ class LopdVerifiersEnv(vf.MultiTurnEnv):
         self._live: dict[str, Any] = {}
         super().__init__(**kwargs)
 
-    async def setup_state(self, state: vf.State) -> vf.State:
+    async def setup_state(self, state: vf.State) -> vf.State:  # pyright: ignore[reportAttributeAccessIssue]
         info = state["info"] if isinstance(state["info"], dict) else json.loads(state["info"])
         env = await asyncio.to_thread(gym.make, self.lopd_env, **self.lopd_kwargs)
         await asyncio.to_thread(env.reset, options={"task_id": info["task_id"]})
@@ -177,7 +181,7 @@ class LopdVerifiersEnv(vf.MultiTurnEnv):
         state["lopd_reward"], state["lopd_success"], state["lopd_score"] = 0.0, False, None
         return state
 
-    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
+    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:  # pyright: ignore[reportAttributeAccessIssue]
         env = self._live[state["trajectory_id"]]
         reply = messages[-1]
         action = _action(reply)
@@ -191,19 +195,19 @@ class LopdVerifiersEnv(vf.MultiTurnEnv):
             state["final_env_response"] = answer or _typed([{"role": "user", "content": "[episode over]"}])
         return answer
 
-    @vf.cleanup
-    async def close_lopd_env(self, state: vf.State) -> None:
+    @vf.cleanup  # pyright: ignore[reportAttributeAccessIssue]
+    async def close_lopd_env(self, state: vf.State) -> None:  # pyright: ignore[reportAttributeAccessIssue]
         env = self._live.pop(state.get("trajectory_id"), None)
         if env is not None:
             await asyncio.to_thread(env.close)
 
 
-async def lopd_reward(state: vf.State, **kwargs: Any) -> float:
+async def lopd_reward(state: vf.State, **kwargs: Any) -> float:  # pyright: ignore[reportAttributeAccessIssue]
     """The lopd env's outcome score of the episode (0 when it did not end)."""
     return float(state.get("lopd_reward") or 0.0)
 
 
-async def lopd_success(state: vf.State, **kwargs: Any) -> float:
+async def lopd_success(state: vf.State, **kwargs: Any) -> float:  # pyright: ignore[reportAttributeAccessIssue]
     return float(bool(state.get("lopd_success")))
 
 
@@ -217,7 +221,7 @@ def _task_list(tasks: Sequence[str] | str | None) -> list[str] | None:
 
 def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | None = None,
                      tool_mode: str = "native", tool_syntax: str = "hermes", max_turns: int = -1,
-                     **env_kwargs: Any) -> vf.Environment:
+                     **env_kwargs: Any) -> vf.Environment:  # pyright: ignore[reportAttributeAccessIssue]
     """A verifiers environment over the lopd env ``env`` (any registered lopd id), made with ``env_kwargs``
     (``category=...``, ``language=...``, ``few_shot=...``; checked strictly by the env); ``tasks``: task ids
     to keep (a list or one comma-separated string; default: all of the selected categories). The parameter
@@ -232,7 +236,7 @@ def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | N
     gym.register_envs(lopd_envs)
     task_ids = _task_list(tasks)
     dataset = task_rows(env, env_kwargs, task_ids, tool_mode, tool_syntax)
-    rubric = vf.Rubric(funcs=[lopd_reward], weights=[1.0])
+    rubric = vf.Rubric(funcs=[lopd_reward], weights=[1.0])  # pyright: ignore[reportAttributeAccessIssue]
     rubric.add_metric(lopd_success)
     env_args = {"env": env, "tasks": task_ids, "tool_mode": tool_mode, "tool_syntax": tool_syntax,
                 "max_turns": max_turns, **env_kwargs}
@@ -242,7 +246,7 @@ def load_environment(env: str = "lopd/BFCLv3-v0", tasks: Sequence[str] | str | N
 
 # The per-benchmark packages (environments/lopd_<name>/, verifiers' Environments Hub layout) are thin
 # ``load_environment`` functions over this one.
-def benchmark_environment(module: str, env: str, **arguments: Any) -> vf.Environment:
+def benchmark_environment(module: str, env: str, **arguments: Any) -> vf.Environment:  # pyright: ignore[reportAttributeAccessIssue]
     """``load_environment`` of a per-benchmark package: :func:`load_environment` with ``env`` fixed, recorded
     as made by the package (``module``: its module's import name; the id is the package's, ``lopd-bfcl``,
     which verifiers imports as ``lopd_bfcl``) with the package's own arguments, so that verifiers' env server

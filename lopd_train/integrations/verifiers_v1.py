@@ -18,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import json
 import types
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
-import verifiers.v1 as vf
+import verifiers.v1 as vf  # pyright: ignore[reportMissingImports]  # an optional extra
 
 import lopd_envs
 from lopd_envs.chat import TextTools
@@ -73,7 +73,7 @@ class LopdTaskset(vf.Taskset[LopdTask, LopdTasksetConfig]):
         kwargs = self.config.lopd_kwargs()
         env = gym.make(self.config.env, **kwargs)
         try:
-            ids = self.config.tasks or [t.task_id for t in env.unwrapped.tasks]
+            ids = self.config.tasks or [t.task_id for t in cast(lopd_envs.AgentEnv, env.unwrapped).tasks]
             for task_id in ids:
                 obs, info = env.reset(options={"task_id": task_id})
                 tools = info.get("tools") or []

@@ -26,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.pig_figure import pig_axes, save_pig_figure  # noqa: E402
+
 CONTROLS = ("text", "zero", "random", "other")
 
 
@@ -118,13 +120,8 @@ def render(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     arms = sorted({r["arm"] for r in rows})
-    fig, ax = plt.subplots(figsize=(7, 3.8))
+    fig, ax = pig_axes(figsize=(7, 3.8))
     for k, arm in enumerate(arms):
         mine = sorted((r for r in rows if r["arm"] == arm), key=lambda r: r["steps"])
         x = [r["steps"] + 6 * (k - len(arms) / 2) for r in mine]  # a small offset so the bars do not overlap
@@ -133,14 +130,7 @@ def plot(rows: list[dict], path: Path) -> None:
             err = [[r[name]["pig"] - r[name]["low"] for r in mine], [r[name]["high"] - r[name]["pig"] for r in mine]]
             label = f"{arm}: own - other" if name == "own_minus_other" else f"{arm}: own vs none"
             ax.errorbar(x, y, yerr=err, fmt=style, capsize=3, label=label, color=f"C{k}")
-    ax.axhline(0, color="grey", lw=0.8)
-    ax.set_xlabel("cold-start steps")
-    ax.set_ylabel("nats / token")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_pig_figure(fig, ax, path, ylabel="nats / token", legend_size=7)
 
 
 def main(argv=None) -> int:

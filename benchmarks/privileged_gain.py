@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.pig_figure import pig_axes, save_pig_figure  # noqa: E402
+
 
 def count(minimum: int):
     """An argparse type: an integer >= ``minimum``."""
@@ -337,26 +339,14 @@ def write(out: Path, report: dict) -> None:
     (out / "results.md").write_text("\n".join(lines) + "\n")
     rows = report["cold_start"]
     if rows:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3.6))
+        fig, ax = pig_axes(figsize=(6, 3.6))
         x = [r["cold_start_steps"] for r in rows]
         for name in ("latent", "zero", "random", "other", "text"):
             y = [r[name]["pig"] for r in rows]
             lo = [r[name]["pig"] - r[name]["low"] for r in rows]
             hi = [r[name]["high"] - r[name]["pig"] for r in rows]
             ax.errorbar(x, y, yerr=[lo, hi], marker="o", capsize=3, label=name)
-        ax.axhline(0, color="grey", lw=0.8)
-        ax.set_xlabel("cold-start steps")
-        ax.set_ylabel("PIG (nats / token)")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(out / "pig_vs_cold_start.png", dpi=110)
-        plt.close(fig)
+        save_pig_figure(fig, ax, out / "pig_vs_cold_start.png", ylabel="PIG (nats / token)", legend_size=8)
 
 
 if __name__ == "__main__":

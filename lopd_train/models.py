@@ -408,11 +408,22 @@ def enable_gradient_checkpointing(peft_model) -> None:
     when the ranks differ, silently wrong gradients when they do not. ``context_fn`` (torch.utils.checkpoint)
     records the mode at each forward and restores it around that layer's recomputation only."""
 
+    peft_model.get_base_model().gradient_checkpointing_enable(
+        gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": recompute_in_mode(peft_model)})
+
+
+def recompute_in_mode(peft_model):
+    """A ``context_fn`` for ``torch.utils.checkpoint`` that reruns a checkpointed forward in the adapter mode it
+    first ran in (see :func:`enable_gradient_checkpointing`)."""
+
     def context_fn():
         return contextlib.nullcontext(), in_adapter_mode(peft_model, adapter_mode(peft_model))
+    return context_fn
 
-    peft_model.get_base_model().gradient_checkpointing_enable(
-        gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": context_fn})
+
+def gradient_checkpointing_on(peft_model) -> bool:
+    """Whether every layer already recomputes its activations in the backward (transformers' checkpointing)."""
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in peft_model.modules())
 
 
 def adapter_parameters(peft_model, name: str) -> list[torch.nn.Parameter]:

@@ -174,7 +174,78 @@ def cache_nbytes(cache) -> int:
 FROZEN_PREFIXES = FrozenPrefixCache()
 
 
-def _prefix_states(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, object]:
+def kv_pairs(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each layer's (keys, values) of a key/value cache (transformers' ``DynamicCache``, either layout)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    return list(zip(cache.key_cache, cache.value_cache))
+
+
+def cache_of(body, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]):
+    """A fresh ``DynamicCache`` for ``body`` holding ``pairs`` (each layer's keys and values)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=body.config)
+    for i, (k, v) in enumerate(pairs):
+        cache.update(k, v, i)
+    return cache
+
+
+def _flag(name: str, default: str) -> bool:
+    return os.environ.get(name, default).strip().lower() not in ("0", "false", "no", "off", "")
+
+
+#: whether a shared prompt's graph is recomputed in the backward rather than kept (``$LOPD_CHECKPOINT_PROMPT``)
+CHECKPOINT_PROMPT = _flag("LOPD_CHECKPOINT_PROMPT", "1")
+#: whether a teacher's pass with latents is recomputed in the backward where its caller does not say
+#: (``$LOPD_CHECKPOINT_TEACHER``; off: it pays only where the backward comes late, which its caller knows)
+CHECKPOINT_TEACHER = _flag("LOPD_CHECKPOINT_TEACHER", "0")
+
+
+def _run_prompt(body, emb: torch.Tensor, head=None, recompute=None) -> tuple[torch.Tensor, object]:
+    """Hidden states ``[n, d]`` and key/value cache of the prompt embeddings ``emb`` ``[n, d]``, after the cache
+    ``head`` (the states of what precedes ``emb``) if given.
+
+    With ``recompute`` (a ``context_fn`` for ``torch.utils.checkpoint``), and a graph being recorded, the pass is
+    checkpointed: only its inputs and outputs (hidden states and key/value cache) are kept, and its activations
+    are recomputed when the backward reaches it. A group's prompt is most of what the student scores (a BFCL
+    prompt of ~850 tokens before 3 continuations of ~48), and its activations, kept from the forward until the
+    loss's backward, were most of the student's graph (issue 53). The backward reaches it after every
+    continuation (autograd runs the later nodes first), so the recomputed activations replace the continuations'
+    ones instead of adding to them. It costs one more forward of the prompt per scored group. The result and the
+    gradient are the same: the recomputation runs the same operations on the same inputs, in the adapter mode
+    of the forward (``recompute``)."""
+    if recompute is None or not torch.is_grad_enabled():
+        kw = {cache_kw(body): head} if head is not None else {}
+        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True, **kw)
+        return out.last_hidden_state[0], cached(out)
+    from torch.utils.checkpoint import checkpoint
+
+    head_kv = [t for kv in kv_pairs(head) for t in kv] if head is not None else []
+
+    def run(x, *flat):
+        # the head is rebuilt from its tensors at each run: the forward appends to the cache it is given
+        kw = {cache_kw(body): cache_of(body, list(zip(flat[::2], flat[1::2])))} if flat else {}
+        out = body(inputs_embeds=x.unsqueeze(0), use_cache=True, **kw)
+        return out.last_hidden_state, *[t for kv in kv_pairs(cached(out)) for t in kv]
+
+    hidden, *flat = checkpoint(run, emb, *head_kv, use_reentrant=False, context_fn=recompute)
+    return hidden[0], cache_of(body, list(zip(flat[::2], flat[1::2])))
+
+
+def _head_states(body, emb: torch.Tensor, ids: torch.Tensor | None) -> tuple[torch.Tensor, object]:
+    """Hidden states and key/value cache of a prompt head that carries no graph: from :data:`FROZEN_PREFIXES`
+    when its token ids are given, else computed here."""
+    if ids is not None:
+        return FROZEN_PREFIXES.states(body, ids, emb)
+    with torch.no_grad():
+        head = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
+    return head.last_hidden_state[0], cached(head)
+
+
+def _prefix_states(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor | None = None,
+                   recompute=None) -> tuple[torch.Tensor, object]:
     """Hidden states ``[n, d]`` and key/value cache of the prompt embeddings ``emb`` ``[n, d]``.
 
     The first ``frozen`` positions run without a graph. For a teacher (the frozen backbone) the only trainable
@@ -185,25 +256,73 @@ def _prefix_states(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor | Non
     from :data:`FROZEN_PREFIXES`, computed once for every group and step that shares it, also when no graph is
     recorded at all (LOPD's probe NLL after every update, the PIG metric, the PIG benchmark: without the cache
     each of those passes ran the whole head again, ~5x the tail's cost on a BFCL prompt). Without ``ids`` and
-    without a graph there is nothing to save by splitting, and the prompt runs in one pass."""
+    without a graph there is nothing to save by splitting, and the prompt runs in one pass. The part with a
+    graph is checkpointed when ``recompute`` is given (:func:`_run_prompt`)."""
     if not frozen or (ids is None and not torch.is_grad_enabled()):
-        out = body(inputs_embeds=emb.unsqueeze(0), use_cache=True)
-        return out.last_hidden_state[0], cached(out)
-    if ids is not None:
-        h_head, cache = FROZEN_PREFIXES.states(body, ids[:frozen], emb[:frozen])
-    else:
-        with torch.no_grad():
-            head = body(inputs_embeds=emb[:frozen].unsqueeze(0), use_cache=True)
-        h_head, cache = head.last_hidden_state[0], cached(head)
+        return _run_prompt(body, emb, recompute=recompute)
+    h_head, cache = _head_states(body, emb[:frozen], None if ids is None else ids[:frozen])
     if frozen == emb.shape[0]:
         return h_head, cache
-    tail = body(inputs_embeds=emb[frozen:].unsqueeze(0), use_cache=True, **{cache_kw(body): cache})
-    return torch.cat([h_head, tail.last_hidden_state[0]]), cached(tail)
+    h_tail, cache = _run_prompt(body, emb[frozen:], cache, recompute)
+    return torch.cat([h_head, h_tail]), cache
+
+
+def _continuation_states(body, h_prefix: torch.Tensor, cache, seqs: list[torch.Tensor], masks: list[torch.Tensor],
+                         n: int) -> list[torch.Tensor]:
+    """The hidden states that predict each sequence's sampled tokens, ``[T_a_i, d]``, given the shared prompt's
+    (the first ``n`` tokens) states and cache: the continuations run as one padded batch after the cache,
+    expanded over them."""
+    rests = [s[n:] for s in seqs]
+    width = max(len(r) for r in rests)
+    h_rest = None
+    if width:
+        g = len(seqs)
+        cache.batch_repeat_interleave(g)
+        ids = torch.zeros((g, width), dtype=torch.long, device=seqs[0].device)
+        attn = torch.zeros((g, n + width), dtype=torch.long, device=seqs[0].device)
+        attn[:, :n] = 1
+        for i, r in enumerate(rests):
+            ids[i, :len(r)] = r
+            attn[i, n:n + len(r)] = 1
+        h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
+                      **{cache_kw(body): cache}).last_hidden_state
+    out = []
+    for i, m in enumerate(masks):
+        pos, _ = action_positions(m)
+        in_prefix = pos < n
+        parts = [h_prefix[pos[in_prefix]]]
+        if h_rest is not None:
+            parts.append(h_rest[i, pos[~in_prefix] - n])
+        out.append(torch.cat(parts, dim=0))
+    return out
+
+
+def _teacher_states_checkpointed(body, emb: torch.Tensor, frozen: int, ids: torch.Tensor, seqs, masks, n: int,
+                                 recompute) -> list[torch.Tensor]:
+    """:func:`_continuation_states` of a teacher whose pass after its frozen head (latents, the rest of the
+    prompt, the continuations) is checkpointed whole: LOPD keeps the teacher's graph from its forward, through
+    the student's forward and backward, to the composer's backward, and only the latents, the head's cache
+    and the states it returns are kept meanwhile; the pass runs again in the composer's backward, when the
+    student's graph is gone. Costs one more forward of that part."""
+    from torch.utils.checkpoint import checkpoint
+
+    h_head, head = _head_states(body, emb[:frozen], ids[:frozen]) if frozen else (None, None)
+    head_kv = [t for kv in kv_pairs(head) for t in kv] if head is not None else []
+
+    def run(x, *flat):
+        cache = cache_of(body, list(zip(flat[::2], flat[1::2]))) if flat else None
+        h_prefix, cache = _run_prompt(body, x, cache)
+        if h_head is not None:
+            h_prefix = torch.cat([h_head, h_prefix])
+        return tuple(_continuation_states(body, h_prefix, cache, seqs, masks, n))
+
+    return list(checkpoint(run, emb[frozen:], *head_kv, use_reentrant=False, context_fn=recompute))
 
 
 def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
                 inject: tuple[Sequence[int], torch.Tensor] | None = None, teacher: bool = False,
-                share_prefix: bool = True) -> list[torch.Tensor]:
+                share_prefix: bool = True, checkpoint_prompt: bool | None = None,
+                checkpoint_teacher: bool | None = None) -> list[torch.Tensor]:
     """Logits at the positions that predict each sequence's sampled tokens (``[T_a_i, V]`` each), for the
     student (active adapter) or the teacher (base model; ``inject`` as in :func:`teacher_logits`, at
     positions inside the shared prompt).
@@ -213,6 +332,15 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
     continuations instead of G full sequences. The result equals scoring each sequence alone, and so does the
     gradient; for a teacher with latents, the prompt before the first latent runs without a graph
     (:func:`_prefix_states`).
+
+    Checkpointing (never when every layer already recomputes, ``--gradient-checkpointing``, or without a
+    graph; same values, same gradient): ``checkpoint_prompt`` (default :data:`CHECKPOINT_PROMPT`) recomputes the
+    part of the prompt with a graph in the backward rather than keeping it (:func:`_run_prompt`): it pays
+    wherever the backward follows, as it reaches the prompt after the continuations. ``checkpoint_teacher``
+    (default :data:`CHECKPOINT_TEACHER`) keeps nothing of a teacher's pass with latents after the frozen head
+    but its inputs and outputs (:func:`_teacher_states_checkpointed`): it pays where other graphs are built
+    before its backward (LOPD's update: the student's step) and costs a forward where the backward comes at
+    once (the cold start).
     """
     if not share_prefix:
         if teacher:
@@ -226,30 +354,19 @@ def score_group(peft_model, seqs: list[torch.Tensor], masks: list[torch.Tensor],
         if inject is not None:
             emb = inject_embeddings(emb, *inject)
             frozen = min(int(inject[0][0]), n) if teacher and len(inject[0]) else 0
-        h_prefix, cache = _prefix_states(body, emb, frozen, seqs[0][:n] if teacher else None)
-        rests = [s[n:] for s in seqs]
-        width = max(len(r) for r in rests)
-        h_rest = None
-        if width:
-            g = len(seqs)
-            cache.batch_repeat_interleave(g)
-            ids = torch.zeros((g, width), dtype=torch.long, device=seqs[0].device)
-            attn = torch.zeros((g, n + width), dtype=torch.long, device=seqs[0].device)
-            attn[:, :n] = 1
-            for i, r in enumerate(rests):
-                ids[i, :len(r)] = r
-                attn[i, n:n + len(r)] = 1
-            h_rest = body(input_ids=ids, attention_mask=attn, use_cache=False,
-                          **{cache_kw(body): cache}).last_hidden_state
-        results = []
-        for i, m in enumerate(masks):
-            pos, _ = action_positions(m)
-            in_prefix = pos < n
-            parts = [h_prefix[pos[in_prefix]]]
-            if h_rest is not None:
-                parts.append(h_rest[i, pos[~in_prefix] - n])
-            results.append(head(torch.cat(parts, dim=0)))
-        return results
+        if checkpoint_prompt is None:
+            checkpoint_prompt = CHECKPOINT_PROMPT
+        recompute = (models.recompute_in_mode(peft_model)
+                     if torch.is_grad_enabled() and not models.gradient_checkpointing_on(peft_model) else None)
+        if checkpoint_teacher is None:
+            checkpoint_teacher = CHECKPOINT_TEACHER
+        if teacher and checkpoint_teacher and recompute is not None and inject is not None and frozen < n:
+            states = _teacher_states_checkpointed(body, emb, frozen, seqs[0][:n], seqs, masks, n, recompute)
+        else:
+            h_prefix, cache = _prefix_states(body, emb, frozen, seqs[0][:n] if teacher else None,
+                                             recompute if checkpoint_prompt else None)
+            states = _continuation_states(body, h_prefix, cache, seqs, masks, n)
+        return [head(h) for h in states]
 
 
 def split(items: list, sizes: list[int]) -> list[list]:
@@ -262,7 +379,7 @@ def split(items: list, sizes: list[int]) -> list[list]:
 
 
 def score_groups(peft_model, seqs_by_group: list[list[torch.Tensor]], masks_by_group: list[list[torch.Tensor]],
-                 share_prefix: bool = True) -> list[torch.Tensor]:
+                 share_prefix: bool = True, checkpoint_prompt: bool | None = None) -> list[torch.Tensor]:
     """:func:`score_group` over several groups (student, no context), in one pass when that runs fewer tokens,
     else one pass per group; the logits of every sequence, in order.
 
@@ -273,7 +390,7 @@ def score_groups(peft_model, seqs_by_group: list[list[torch.Tensor]], masks_by_g
     flat_s = [s for g in seqs_by_group for s in g]
     flat_m = [m for g in masks_by_group for m in g]
     if not share_prefix or len(seqs_by_group) <= 1:
-        return score_group(peft_model, flat_s, flat_m, share_prefix=share_prefix)
+        return score_group(peft_model, flat_s, flat_m, share_prefix=share_prefix, checkpoint_prompt=checkpoint_prompt)
 
     def cost(seqs, masks):  # tokens run: the shared prefix once, every rest padded to the longest
         n = common_prefix_length(seqs, masks)
@@ -282,5 +399,6 @@ def score_groups(peft_model, seqs_by_group: list[list[torch.Tensor]], masks_by_g
     together = cost(flat_s, flat_m)
     apart = sum(cost(s, m) for s, m in zip(seqs_by_group, masks_by_group))
     if together <= apart:
-        return score_group(peft_model, flat_s, flat_m)
-    return [x for s, m in zip(seqs_by_group, masks_by_group) for x in score_group(peft_model, s, m)]
+        return score_group(peft_model, flat_s, flat_m, checkpoint_prompt=checkpoint_prompt)
+    return [x for s, m in zip(seqs_by_group, masks_by_group)
+            for x in score_group(peft_model, s, m, checkpoint_prompt=checkpoint_prompt)]

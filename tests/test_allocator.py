@@ -104,3 +104,37 @@ def test_trim_hands_a_freed_heap_back_and_keep_leaves_it():
                          text=True, check=True)
     released, before, after = json.loads(out.stdout.strip().splitlines()[-1])
     assert not released and before - after < 10 << 20
+
+
+LEAN_PROBE = textwrap.dedent("""
+    import ctypes, ctypes.util, json
+    from lopd_train.training import allocator
+    done = allocator.configure()
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+    def rss():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096
+    first = libc.malloc(8 << 20); ctypes.memset(first, 1, 8 << 20); libc.free(first)  # glibc raises its threshold
+    blocks = [libc.malloc(2 << 20) for _ in range(100)]  # 200 MiB of activation-sized blocks
+    for p in blocks:
+        ctypes.memset(p, 1, 2 << 20)
+    before = rss()
+    for p in blocks[:-1]:  # all but the last one, which holds the heap's top
+        libc.free(p)
+    print(json.dumps([done, before - rss()]))
+""")
+
+
+@pytest.mark.skipif(allocator._glibc() is None, reason="glibc only")
+def test_lean_hands_freed_activations_back_at_once_where_glibc_keeps_them():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "LOPD_MALLOC"))}
+    env["PYTHONPATH"] = str(ROOT)
+    import json
+
+    runs = {}
+    for choice in ("lean", "system"):
+        out = subprocess.run([sys.executable, "-c", LEAN_PROBE], env={**env, "LOPD_MALLOC": choice},
+                             capture_output=True, text=True, check=True)
+        runs[choice] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert runs["lean"][0] == "lean" and runs["lean"][1] > 150 << 20, runs  # the freed 198 MiB left the process
+    assert runs["system"][0] == "system" and runs["system"][1] < 20 << 20, runs  # glibc's heap kept them

@@ -163,9 +163,9 @@ def main(argv=None) -> int:
                   "bank": prov, "held_back": [t.task_id for t in held], "bank_seconds": round(time.time() - t0, 1),
                   "text_pilot": source["text_pilot"] if source is not None else [], "cold_start": [],
                   "bank_from": args.bank_from, "set": args.set,
-                  "arm": {"composer": cfg.composer, "cold_start_retrieval": cfg.cold_start_retrieval,
-                          "top_j": cfg.top_j, "cold_start_lr": cfg.cold_start_lr,
-                          "cold_start_batch_size": cfg.cold_start_batch_size}}
+                  "arm": {"composer": cfg.lopd.composer, "cold_start_retrieval": cfg.lopd.cold_start_retrieval,
+                          "top_j": cfg.experience.top_j, "cold_start_lr": cfg.lopd.cold_start_lr,
+                          "cold_start_batch_size": cfg.lopd.cold_start_batch_size}}
         done = 0
     else:
         restore(algo, state)
@@ -198,14 +198,15 @@ def main(argv=None) -> int:
         return 0
 
     # 3. latent PIG against its controls, at each cold-start budget
-    exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.top_j)
+    exps = trainer.retriever.retrieve([t.task for t in held], k=cfg.experience.top_j)
     others = diagnostics.other_task_experiences(held, exps)
     data = trainer.cold_start_data()
     from lopd_train.algorithms.lopd import cold_start_pairs, pairing_stats
 
     ok = [t for t in data if t.success and t.n_actions > 0]
-    report["pairing"] = pairing_stats(cold_start_pairs(trainer.retriever, ok, cfg.top_j, cfg.cold_start_retrieval))
-    print(f"cold-start pairs ({cfg.cold_start_retrieval}): {report['pairing']}", flush=True)
+    report["pairing"] = pairing_stats(cold_start_pairs(trainer.retriever, ok, cfg.experience.top_j,
+                                                         cfg.lopd.cold_start_retrieval))
+    print(f"cold-start pairs ({cfg.lopd.cold_start_retrieval}): {report['pairing']}", flush=True)
     measured = {int(r["cold_start_steps"]) for r in report["cold_start"]}
     for target in sorted(set(args.cold_start)):
         if target in measured:

@@ -282,8 +282,8 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
                       experience_format=args.experience_format, **overrides)
     adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha)}
     for a in algos:
-        for name, prefix in ALGORITHMS[a].extra_adapters.items():
-            adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"))
+        for name, (r, alpha) in ALGORITHMS[a].extra_adapters(cfg).items():
+            adapters[name] = models.lora_config(r, alpha)
     policy = models.wrap_lora(backbone, adapters)
     if args.gradient_checkpointing:
         models.enable_gradient_checkpointing(policy)
@@ -304,7 +304,7 @@ def setup(args, algos: list[str], sampled: bool = False, **overrides):
             lp = logp.gather(-1, ids[mask.bool()].unsqueeze(-1)).squeeze(-1)
             it = iter(lp.cpu().tolist())
             t.sample_logprobs = [next(it) if m else 0.0 for m in t.action_mask]
-            top = logp.topk(cfg.top_m, -1)
+            top = logp.topk(cfg.kl.top_m, -1)
             t.policy_logprobs, t.topm_ids, t.topm_logprobs = lp.cpu(), top.indices.cpu(), top.values.cpu()
     policy.train()
     objs = {a: ALGORITHMS[a](policy, tok, cfg, bank, retriever) for a in algos}
@@ -336,7 +336,7 @@ def timed_rollout(policy, tok, cfg, trajectories, args, records_top_m: bool) -> 
 
     policy.eval()
     prompts = [t.input_ids[:t.prompt_len] for t in trajectories]
-    sampling = SamplingConfig(max_new_tokens=args.completion_tokens, top_m=cfg.top_m if records_top_m else 0)
+    sampling = SamplingConfig(max_new_tokens=args.completion_tokens, top_m=cfg.kl.top_m if records_top_m else 0)
     torch.manual_seed(0)
     t0 = time.perf_counter()
     with models.adapter(policy, "student"):
@@ -610,7 +610,7 @@ def held_back_student_kl(algo, trajectories) -> float:
             t_logp = algo.teacher_logprobs(g, algo.compose(g.task, g.experiences))
             s_logits = score_group(algo.policy, g.seqs, g.masks, share_prefix=algo.share_prompt)
         for lt, ls in zip(t_logp, s_logits):
-            idx = losses.kl_support(None, lt, algo.cfg.top_m, "teacher")
+            idx = losses.kl_support(None, lt, algo.cfg.kl.top_m, "teacher")
             q_s = losses.topm_tail_logprobs(ls.float().log_softmax(-1), idx)
             total += float(losses.bucket_kl(q_s, losses.topm_tail_logprobs(lt, idx)).sum())
             n_tokens += lt.shape[0]

@@ -14,6 +14,20 @@ the model had loaded). Now:
 * choices (``Literal`` fields) are checked when the config is built, from flags, a file or Python, before any
   model or data is loaded, and a bad value names the accepted ones;
 * precedence: a resumed run's saved ``config.json``, then ``--config FILE``, then the flags.
+
+Which section a training setting lives in, and how code reads it (a test holds lopd_train and the benchmarks
+to it):
+
+* a setting every run reads, whatever its algorithm (the env, the model, the optimiser, sampling, held-out
+  evaluation, logging, engines), lives in a shared section and is read flat: ``cfg.lr``, ``cfg.temperature``;
+* a setting only some algorithms read lives in a section of its own (:data:`VIEWS`) and is read through that
+  section's view, never flat: one algorithm's own (``cfg.lopd.margin``, ``cfg.grpo.clip_low``,
+  ``cfg.baselines.teacher``), or what several share: the experience bank and its retrieval
+  (``cfg.experience.top_j``: LOPD and the baselines that read a bank) and the top-M reverse KL (``cfg.kl.top_m``:
+  LOPD and the baselines' ``topk`` loss). A misplaced read is an ``AttributeError``, not a silent one.
+
+The sections are only a grouping: the fields stay flat on ``TrainConfig``, so flags (``--margin``), file keys
+(``margin = 0.1``), ``TrainConfig(margin=0.1)`` and a run's saved ``config.json`` name them as they always did.
 """
 
 from __future__ import annotations
@@ -59,11 +73,21 @@ def table(help: str):
     return field(default_factory=dict, metadata={"help": help})
 
 
-@dataclass
+@typing.dataclass_transform(field_specifiers=(dataclasses.field,))
+def section(group: str):
+    """A section of settings: a dataclass whose fields ``--help`` lists under ``group`` (transformers'
+    ``HfArgumentParser`` reads it from ``_argument_group_name``)."""
+
+    def make(cls):
+        cls._argument_group_name = group
+        return dataclass(cls)
+
+    return make
+
+
+@section('env')
 class EnvSection:
     """What to train on: the lopd env, its categories and tasks."""
-
-    _argument_group_name = 'env'
 
     env: str = knob("lopd/BFCLv3-v0", "gymnasium id of the lopd env to train on")
     category: list[str] = listed(["simple"], "benchmark category (or 'all')")
@@ -73,11 +97,9 @@ class EnvSection:
     tasks: list[str] | None = listed(None, "task ids to train on (default: every task of the categories)")
 
 
-@dataclass
+@section('model')
 class ModelSection:
-    """The policy: the backbone and its LoRA adapters."""
-
-    _argument_group_name = 'model'
+    """The policy: the backbone and the student's LoRA adapter."""
 
     model: str = knob(DEFAULT_MODEL, "model: 'smollm2-135m-instruct', 'tiny-random', a .gguf file, a folder "
                                             "or a Hugging Face id")
@@ -86,8 +108,6 @@ class ModelSection:
         "auto", "weights dtype: auto (bf16 on GPUs, fp32 on CPU), float32, bfloat16")
     lora_r: int = knob(16, "LoRA rank of the student adapter")
     lora_alpha: int = knob(32, "LoRA alpha of the student adapter")
-    composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
-    composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
     lora_targets: list[str] | str = listed("all-linear", "LoRA target modules ('all-linear' or module names)")
     gradient_checkpointing: bool = knob(False, "recompute activations in backward (less memory, more time)")
     share_prompt: bool = knob(True, "score a group's shared prompt once and reuse its key/value cache for every "
@@ -97,11 +117,9 @@ class ModelSection:
                                "lower it if memory runs out, 1 scores one group at a time")
 
 
-@dataclass
+@section('algorithm')
 class AlgorithmSection:
     """The algorithm and its optimiser."""
-
-    _argument_group_name = 'algorithm'
 
     algo: Literal[ALGORITHM_NAMES] = knob(
         "lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
@@ -115,11 +133,9 @@ class AlgorithmSection:
     minibatches: int = knob(1, "optimiser steps per rollout batch (trajectories split round-robin)")
 
 
-@dataclass
+@section('sampling')
 class SamplingSection:
     """How training rollouts are sampled."""
-
-    _argument_group_name = 'sampling'
 
     max_new_tokens: int = knob(128, "tokens generated per turn at most")
     temperature: float = knob(0.7, "sampling temperature of training rollouts (the authors' LOPD: 0.7)")
@@ -134,18 +150,49 @@ class SamplingSection:
                                     "auto (unless the env's prompt already lists them), always, never")
 
 
-@dataclass
-class LopdSection:
-    """LOPD: retrieval, the composer, the margin, the experience bank, the cold start."""
+@section('experience bank (lopd, and the baselines that read one)')
+class ExperienceSection:
+    """The experience bank and its retrieval: shared by LOPD and the baselines that read a bank (SDPO, SDFT and
+    Skill-SD; OPSD and the others under ``--baseline-semantics v2`` too)."""
 
-    _argument_group_name = 'LOPD'
+    top_j: int = knob(3, "J: experiences retrieved per task (skill_sd: skills)")
+    experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
+    experience_format: Literal["chat", "trace"] = knob(
+        "chat", "how the encoder reads an experience: chat (its full chat transcript, "
+                                          "the authors' rendering) or trace (our compact action-result trace)")
+    bank_mode: Literal["reference", "dynamic"] = knob(
+        "reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
+                                       "training by sampling the base model --bank-samples times on each training "
+                                       "task, keyed and queried by the task instruction, same-task retrieval allowed, "
+                                       "never the trajectory being scored; its rollouts count in the budget) or "
+                                       "dynamic (study v1: the run's own successes, keyed by their trace, the task's "
+                                       "own rollouts excluded)")
+    bank: str | None = knob(None, "reference mode: a bank built by `lopd bank build` (default: build one into the run "
+                                  "folder at the start)")
+    bank_samples: int = knob(4, "reference mode, bank built in the run: samples of the base model per training task")
+    bank_keep_failures: bool = knob(False, "reference mode, bank built in the run: keep failed samples too (the "
+                                           "authors' build_memory_bank.py keeps every trajectory by default)")
+    init_bank: str | None = knob(None, "dynamic mode: seed the bank of a new run from a bank.sqlite or a JSONL of "
+                                       "traces (Trace.to_json per line; failures are skipped)")
 
-    top_j: int = knob(3, "J: experiences retrieved per task")
-    num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
+
+@section('top-M reverse KL (lopd; the baselines\' topk loss)')
+class KLSection:
+    """The top-M reverse KL: LOPD's distillation loss, and the baselines' ``--distill-loss topk``."""
+
     top_m: int = knob(20, "M: top-M tokens of the reverse KL's support (plus one tail bucket)")
     kl_support: Literal["teacher", "student"] = knob(
         "teacher", "whose top-M tokens are the KL support: teacher (the authors' code) or "
                                       "student (TRL's GKD-style variant, from the sampler's recorded top-M)")
+
+
+@section('LOPD')
+class LopdSection:
+    """LOPD's own: the composer, the margin and its dual variable, the anchor, the cold start, the PIG metric."""
+
+    num_latents: int = knob(32, "K: latent tokens per experience (Q-Former queries)")
+    composer_lora_r: int = knob(8, "LoRA rank of the composer's encoder adapter (the reference's r=8)")
+    composer_lora_alpha: int = knob(16, "LoRA alpha of the composer's encoder adapter (the reference's 16)")
     margin: float = knob(0.05, "m: the privileged margin the teacher must keep (delta >= m)")
     beta_init: float = knob(0.0, "beta_0: initial dual variable of the margin constraint")
     beta_lr: float = knob(0.5, "eta_beta: dual ascent step, beta <- max(0, beta + eta (m - mean delta))")
@@ -169,24 +216,6 @@ class LopdSection:
     qformer_dim: int = knob(256, "qformer: width")
     qformer_layers: int = knob(2, "qformer: layers (self-attention, cross-attention, FFN)")
     qformer_heads: int = knob(4, "qformer: attention heads")
-    experience_tokens: int = knob(256, "an experience is cut to its last this-many tokens for the encoder")
-    experience_format: Literal["chat", "trace"] = knob(
-        "chat", "how the encoder reads an experience: chat (its full chat transcript, "
-                                          "the authors' rendering) or trace (our compact action-result trace)")
-    bank_mode: Literal["reference", "dynamic"] = knob(
-        "reference", "experience bank: reference (the authors' semantics: a fixed bank built before "
-                                       "training by sampling the base model --bank-samples times on each training "
-                                       "task, keyed and queried by the task instruction, same-task retrieval allowed, "
-                                       "never the trajectory being scored; its rollouts count in the budget) or "
-                                       "dynamic (study v1: the run's own successes, keyed by their trace, the task's "
-                                       "own rollouts excluded)")
-    bank: str | None = knob(None, "reference mode: a bank built by `lopd bank build` (default: build one into the run "
-                                  "folder at the start)")
-    bank_samples: int = knob(4, "reference mode, bank built in the run: samples of the base model per training task")
-    bank_keep_failures: bool = knob(False, "reference mode, bank built in the run: keep failed samples too (the "
-                                           "authors' build_memory_bank.py keeps every trajectory by default)")
-    init_bank: str | None = knob(None, "dynamic mode: seed the bank of a new run from a bank.sqlite or a JSONL of "
-                                       "traces (Trace.to_json per line; failures are skipped)")
     cold_start_steps: int = knob(100, "cold start: composer steps (NLL of successful trajectories under the "
                                       "teacher) before on-policy training (the reference: 1000); 0 skips it")
     cold_start_batch_size: int = knob(8, "cold start: successful trajectories per step (the reference's 8)")
@@ -234,12 +263,10 @@ class LopdSection:
     pig_per_task: int = knob(1, "held-back successes per task at most (a task keeps at least one in the bank)")
 
 
-@dataclass
+@section('baselines (opsd, sdpo, sdft, skill_sd)')
 class BaselinesSection:
     """The text-context self-distillation baselines: each its reference's method by default (issue 56; the
     reference and every remaining deviation are in each algorithm's module docstring and ``--help``)."""
-
-    _argument_group_name = 'baselines (opsd, sdpo, sdft, skill_sd)'
 
     baseline_semantics: Literal["reference", "v2"] = knob(
         "reference", "reference: each baseline as its reference runs it (SDPO: lasgroup/SDPO 0e6d510; OPSD, SDFT: "
@@ -270,11 +297,9 @@ class BaselinesSection:
                                             "frozen backbone) or a model name or path (a separate, stronger model)")
 
 
-@dataclass
+@section('GRPO')
 class GrpoSection:
     """The policy-gradient baseline."""
-
-    _argument_group_name = 'GRPO'
 
     grpo_kl_coef: float = knob(0.0, "GRPO: weight of the k3 KL to the reference (the base model, LoRA off); 0: none")
     clip_low: float = knob(0.2, "GRPO: lower clip of the ratio (1 - eps_low)")
@@ -288,11 +313,9 @@ class GrpoSection:
                 "per rollout, then mean), dr_grpo (token sum over rollouts x --max-new-tokens)")
 
 
-@dataclass
+@section('held-out evaluation')
 class HeldoutSection:
     """Greedy evaluation on tasks never trained on, at fixed rollout counts (lopd_train/training/heldout.py)."""
-
-    _argument_group_name = 'held-out evaluation'
 
     eval_every_rollouts: int = knob(0, "evaluate the student on the held-out tasks at rollouts 0, N, 2N, ... "
                                        "(heldout.jsonl); 0: never")
@@ -314,11 +337,9 @@ class HeldoutSection:
                                   "--steps; 0: no limit")
 
 
-@dataclass
+@section('logging')
 class LoggingSection:
     """The run folder, checkpoints, export and experiment tracking."""
-
-    _argument_group_name = 'logging'
 
     output_dir: str = knob("runs/lopd", "run folder (logs, checkpoints, bank, curve, exported student)")
     seed: int = knob(0, "seed of task sampling, generation and initialisation")
@@ -341,12 +362,10 @@ class LoggingSection:
                                        "reward, retrieved experiences, delta, teacher-student KL); 0: never")
 
 
-@dataclass
+@section('distributed and engines')
 class DistributedSection:
     """Who samples (HF or a colocated vLLM engine) and how many threads work (data-parallel ranks come from
     ``accelerate launch``)."""
-
-    _argument_group_name = 'distributed and engines'
 
     rollout_backend: Literal["hf", "vllm"] = knob(
         "hf", "who samples the rollouts: hf (transformers generate) or vllm (a colocated "
@@ -359,14 +378,13 @@ class DistributedSection:
     threads: int = knob(0, "torch CPU threads (0: torch's default)")
 
 
-TRAIN_SECTIONS = (EnvSection, ModelSection, AlgorithmSection, SamplingSection, LopdSection, BaselinesSection,
-                  GrpoSection, HeldoutSection, LoggingSection, DistributedSection)
-
+TRAIN_SECTIONS = (EnvSection, ModelSection, AlgorithmSection, SamplingSection, ExperienceSection, KLSection,
+                  LopdSection, BaselinesSection, GrpoSection, HeldoutSection, LoggingSection, DistributedSection)
 
 class SectionView:
     """One section's settings read (and set) through a config's flat fields: ``cfg.lopd.margin`` is
-    ``cfg.margin``. Flags, file keys and saved run configs stay flat and unchanged; an algorithm reads its own
-    section through its view, and a name from another section is an ``AttributeError``, not a silent read."""
+    ``cfg.margin``. Flags, file keys and saved run configs stay flat and unchanged; an algorithm reads its
+    sections through their views, and a name from another section is an ``AttributeError``, not a silent read."""
 
     __slots__ = ("_cfg", "_names", "_section")
 
@@ -389,25 +407,32 @@ class SectionView:
         return f"{self._section.__name__}({', '.join(f'{n}={getattr(self._cfg, n)!r}' for n in sorted(self._names))})"
 
 
+Section = typing.TypeVar("Section")
+
+
+class View(typing.Generic[Section]):
+    """A class attribute of a config: ``cfg.<name>`` is the :class:`SectionView` of ``section`` over ``cfg``,
+    typed as the section for readers and checkers."""
+
+    def __init__(self, section: type[Section]) -> None:
+        self.section = section
+
+    def __get__(self, cfg: Any, owner: type | None = None) -> Section:
+        return typing.cast(Section, self if cfg is None else SectionView(cfg, self.section))
+
+
 @dataclass
 class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSection, BaselinesSection, LopdSection,
-                  SamplingSection, AlgorithmSection, ModelSection, EnvSection):
+                  KLSection, ExperienceSection, SamplingSection, AlgorithmSection, ModelSection, EnvSection):
     """Every setting of a training run: the union of the sections above (where each field, its default and help
     text live), checked when it is built."""
 
-    # each algorithm's own settings, live views of the flat fields (typed as their section for readers and
-    # checkers; see SectionView)
-    @property
-    def lopd(self) -> LopdSection:
-        return typing.cast(LopdSection, SectionView(self, LopdSection))
-
-    @property
-    def grpo(self) -> GrpoSection:
-        return typing.cast(GrpoSection, SectionView(self, GrpoSection))
-
-    @property
-    def baselines(self) -> BaselinesSection:
-        return typing.cast(BaselinesSection, SectionView(self, BaselinesSection))
+    # the views of the sections that not every algorithm reads (VIEWS)
+    experience = View(ExperienceSection)
+    kl = View(KLSection)
+    lopd = View(LopdSection)
+    baselines = View(BaselinesSection)
+    grpo = View(GrpoSection)
 
     @property
     def text_tools(self) -> TextTools:
@@ -417,7 +442,7 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
     def sampling(self, records_top_m: bool = False) -> Sampling:
         return Sampling(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_k=self.top_k,
                         top_p=self.top_p, max_sequence_tokens=self.max_sequence_tokens, tool_syntax=self.tool_syntax,
-                        tool_prompt=self.tool_prompt, top_m=self.top_m if records_top_m else 0)
+                        tool_prompt=self.tool_prompt, top_m=self.kl.top_m if records_top_m else 0)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -428,32 +453,36 @@ class TrainConfig(DistributedSection, LoggingSection, HeldoutSection, GrpoSectio
         tracking.parse_report_to(self.report_to)
         if self.push_to_hub and not self.export:
             raise ValueError("--push-to-hub uploads the exported student: it needs --export")
-        if self.margin_ablation == "none" and not self.use_margin:
-            self.margin_ablation = "eta-zero"
-        if self.margin_ablation == "eta-zero":
-            self.use_margin = False
-        elif self.margin_ablation == "no-composer-phase":
-            self.freeze_composer, self.use_margin = True, False
-        if self.cold_start_retrieval == "auto":
-            self.cold_start_retrieval = "self" if self.bank_mode == "reference" else "exclude"
-        if self.freeze_composer and self.cold_start_steps <= 0:
+        lopd = self.lopd
+        if lopd.margin_ablation == "none" and not lopd.use_margin:
+            lopd.margin_ablation = "eta-zero"
+        if lopd.margin_ablation == "eta-zero":
+            lopd.use_margin = False
+        elif lopd.margin_ablation == "no-composer-phase":
+            lopd.freeze_composer, lopd.use_margin = True, False
+        if lopd.cold_start_retrieval == "auto":
+            lopd.cold_start_retrieval = "self" if self.experience.bank_mode == "reference" else "exclude"
+        if lopd.freeze_composer and lopd.cold_start_steps <= 0:
             raise ValueError("--freeze-composer keeps the cold-started composer fixed, but --cold-start-steps is 0: "
                              "the composer would stay at its random initialisation")
         if self.eval_start_from and self.init_from:
             raise ValueError("--eval-start-from and --init-from: a run started from another run's checkpoint "
                              "already copies that run's evaluation points")
-        if self.bank_samples < 1:
+        if self.experience.bank_samples < 1:
             raise ValueError("--bank-samples must be at least 1")
+
+
+#: the sections that not every algorithm reads, each by the name of its view on a ``TrainConfig``
+#: (``cfg.lopd.margin``): their settings are read through the view, never flat (see the module docstring)
+VIEWS: dict[str, type] = {name: v.section for name, v in vars(TrainConfig).items() if isinstance(v, View)}
 
 
 # ------------------------------------------------------------------------------------------ lopd-eval
 
 
-@dataclass
+@section("model")
 class EvalModelSection:
     """What is scored: a checkpoint, a run, or a served model."""
-
-    _argument_group_name = "model"
 
     model: str = knob("", "HF id or folder, LoRA adapter folder, .gguf, the smollm2-135m-instruct alias, or a "
                           "lopd-train run folder (its student/ or latest checkpoint); with --backend openai: the "
@@ -463,11 +492,9 @@ class EvalModelSection:
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = knob("auto", "weights dtype (hf, vllm)")
 
 
-@dataclass
+@section("env")
 class EvalEnvSection:
     """The envs and tasks scored."""
-
-    _argument_group_name = "env"
 
     env: list[str] = knob(None, "env ids (lopd/BFCLv3-v0 ...): --env A B, or --env A --env B, or a TOML list",
                           action="extend")
@@ -480,11 +507,9 @@ class EvalEnvSection:
     tasks: list[str] | None = knob(None, "task ids to score (several: values after the flag, or a TOML list)")
 
 
-@dataclass
+@section("sampling")
 class EvalSamplingSection:
     """How answers are generated."""
-
-    _argument_group_name = "sampling"
 
     samples: int = knob(1, "samples per task (pass@k with evalplus's unbiased estimator); needs --temperature")
     temperature: float = knob(0.0, "sampling temperature (0: greedy)")
@@ -497,11 +522,9 @@ class EvalSamplingSection:
     seed: int = knob(0, "base seed (each task and sample gets its own)")
 
 
-@dataclass
+@section("backend")
 class EvalBackendSection:
     """Who generates: transformers, vLLM, or an OpenAI-compatible server."""
-
-    _argument_group_name = "backend"
 
     backend: Literal["hf", "vllm", "openai"] = knob("hf", "generation backend")
     base_url: str | None = knob(None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (--backend openai)")
@@ -517,11 +540,9 @@ class EvalBackendSection:
                                                                  "again as text, counted in results.json)")
 
 
-@dataclass
+@section("output")
 class EvalOutputSection:
     """Where results go."""
-
-    _argument_group_name = "output"
 
     output: str = knob("eval", "output folder (records.jsonl, results.json, results.md, results.png)")
     resume: bool = knob(False, "skip records already in --output/records.jsonl (same settings)")

@@ -225,7 +225,7 @@ def test_sdft_teacher_sees_the_nearest_demonstration_never_the_groups_own(tmp_pa
                                                      for t in members if t.success}
         from lopd_train.latent.context import experience_text
 
-        text = experience_text(demo, cfg.experience_format)
+        text = experience_text(demo, cfg.experience.experience_format)
         for t, ids in zip(members, ids_of):
             assert ids == expected_teacher_ids(tok, t, cfg, sdft.FRAMING, text)
     assert own_ids  # the setup really had own successes to exclude
@@ -254,7 +254,7 @@ def test_skill_summaries_are_the_models_greedy_decode_of_the_summary_prompt(tmp_
     metrics = algo.prepare(trajs)
     (prompts, sampling, active), = calls
     assert prompts == [algo.summary_prompt(e) for e in experiences]
-    assert sampling.greedy and sampling.max_new_tokens == cfg.skill_tokens and active == "student"
+    assert sampling.greedy and sampling.max_new_tokens == cfg.baselines.skill_tokens and active == "student"
     real_outs = real(policy, tok, prompts[1:], sampling)
     want = {experiences[0].key: "Call note with a short text."}
     want.update({e.key: tok.decode(o[0], skip_special_tokens=True).strip()

@@ -92,7 +92,7 @@ def _grpo_two_updates(tmp_path, monkeypatch, skip: bool):
 
     monkeypatch.setattr(grpo, "score_groups", spy)
     if not skip:  # the reference: any KL term turns the skipping off (1e-30 x k3 changes no weight)
-        algo.cfg.grpo_kl_coef = 1e-30
+        algo.cfg.grpo.grpo_kl_coef = 1e-30
     weights, metrics = [], []
     for failed in (False, True):
         batch = copy.deepcopy(trajs)
@@ -162,9 +162,9 @@ def test_margin_flags_parse():
     from lopd_train.cli import config_from_args
 
     cfg, _ = config_from_args(["--no-use-margin", "--margin", "0.1", "--freeze-composer"])
-    assert (cfg.use_margin, cfg.margin, cfg.freeze_composer) == (False, 0.1, True)
+    assert (cfg.lopd.use_margin, cfg.lopd.margin, cfg.lopd.freeze_composer) == (False, 0.1, True)
     cfg, _ = config_from_args([])
-    assert (cfg.use_margin, cfg.margin, cfg.freeze_composer) == (True, 0.05, False)
+    assert (cfg.lopd.use_margin, cfg.lopd.margin, cfg.lopd.freeze_composer) == (True, 0.05, False)
 
 
 @pytest.mark.parametrize("use_margin", [True, False])

@@ -319,7 +319,7 @@ def test_skill_sd_teacher_reads_the_skills_spliced_before_the_task(name, tmp_pat
             return [[SimpleNamespace(id=i, text=s) for i, s in enumerate(skills)]]
     algo._skill_retriever = Retrieved()
     got = teacher_inputs(algo, trajs)
-    assert asked == [([trajs[0].task], algo.cfg.top_j)]
+    assert asked == [([trajs[0].task], algo.cfg.experience.top_j)]
     text = "- " + skills[0] + "\n- " + skills[1]
     for t, g in zip(trajs, got):
         assert g is not None

@@ -69,7 +69,7 @@ def channel(tmp_path, composer: str, retrieval: str, steps: int, top_j: int = 1,
 def pig(algo, held, retriever):
     from lopd_train.latent import diagnostics
 
-    exps = retriever.retrieve([t.task for t in held], k=algo.cfg.top_j)
+    exps = retriever.retrieve([t.task for t in held], k=algo.cfg.experience.top_j)
     others = diagnostics.other_task_experiences(held, exps)
     recs = diagnostics.teacher_nll(algo, held, exps, others, conditions=("none", "latent", "other"))
     return (diagnostics.bootstrap_gain(recs, "latent")["pig"],
@@ -237,8 +237,9 @@ def test_the_authors_rates_are_the_defaults():
     from lopd_train.config import TrainConfig
 
     cfg = TrainConfig()
-    assert (cfg.composer_lr, cfg.cold_start_lr, cfg.cold_start_compressor_clip, cfg.cold_start_lora_clip,
-            cfg.anchor_norm, cfg.top_j) == (1e-5, 1e-5, 30.0, 3.0, "relative", 3)
+    lopd = cfg.lopd
+    assert (lopd.composer_lr, lopd.cold_start_lr, lopd.cold_start_compressor_clip, lopd.cold_start_lora_clip,
+            lopd.anchor_norm, cfg.experience.top_j) == (1e-5, 1e-5, 30.0, 3.0, "relative", 3)
 
 
 def test_the_cold_start_clips_the_compressor_and_the_lora_apart(tmp_path):
@@ -327,7 +328,7 @@ def test_j3_runs_the_cold_start_the_update_and_the_pig_measurement(tmp_path, com
     m = algo.update(trajs)
     assert m["context_fraction"] == 1.0 and m["latent_drift"] >= 0.0
     (exps,) = retriever.retrieve([held[0].task], k=3)
-    assert algo.compose(held[0].task, exps).shape == (3 * algo.cfg.num_latents, algo.composer.compressor(
+    assert algo.compose(held[0].task, exps).shape == (3 * algo.cfg.lopd.num_latents, algo.composer.compressor(
         torch.zeros(1, 1, algo.policy.get_base_model().config.hidden_size), torch.ones(1, 1)).shape[-1])
     before, own_minus_other = pig(algo, held, retriever)  # every condition measured with three experiences
     assert before == before and own_minus_other == own_minus_other  # finite, not NaN

@@ -57,7 +57,7 @@ def test_flags_win_over_the_file_which_wins_over_defaults(tmp_path):
     toml = tmp_path / "run.toml"
     toml.write_text('steps = 7\nalgo = "grpo"\nuse-margin = false\n')
     cfg, _ = cli.config_from_args(["--config", str(toml), "--steps", "3"])
-    assert (cfg.steps, cfg.algo, cfg.use_margin, cfg.top_j) == (3, "grpo", False, 3)
+    assert (cfg.steps, cfg.algo, cfg.lopd.use_margin, cfg.experience.top_j) == (3, "grpo", False, 3)
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -95,9 +95,11 @@ def test_algorithm_choices_are_the_registered_algorithms():
 
 def test_help_is_grouped_by_section():
     text = cli.train_parser().format_help()
-    for group in ("env:", "model:", "algorithm:", "sampling:", "LOPD:", "logging:", "distributed and engines:"):
+    for group in ("env:", "model:", "algorithm:", "sampling:", "LOPD:", "GRPO:", "logging:", "distributed and engines:",
+                  "experience bank (lopd, and the baselines that read one):"):
         assert f"\n{group}\n" in text, group
-    assert text.index("--top-j") > text.index("\nLOPD:\n") > text.index("--lr")
+    assert text.index("--margin") > text.index("\nLOPD:\n") > text.index("--top-j") > text.index("--lr")
+    assert text.index("--composer-lora-r") > text.index("\nLOPD:\n")  # the composer's adapter is LOPD's
     eval_help = cli.eval_parser().format_help()
     for group in ("model:", "env:", "sampling:", "backend:", "output:"):
         assert f"\n{group}\n" in eval_help, group

@@ -4,13 +4,15 @@ algorithm reads its own section, one sampling type, and one assembler of an env'
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from lopd_train import cli, textforms
-from lopd_train.config import TrainConfig
+from lopd_train.config import TRAIN_SECTIONS, VIEWS, TrainConfig
 from lopd_train.envargs import gym_kwargs
 from lopd_train.errors import RunMismatchError
 from lopd_train.sampling import Sampling
@@ -62,6 +64,52 @@ def test_each_algorithm_reads_its_own_section_through_a_live_view():
     assert cfg.grpo_kl_coef == 0.5 and "lopd" not in cfg.to_dict()
     with pytest.raises(AttributeError, match="LopdSection has no setting 'clip_low'"):
         _ = cfg.lopd.clip_low
+    # what several algorithms share has a section of its own: the bank and retrieval, the top-M KL
+    cfg = TrainConfig(top_j=5, bank_mode="dynamic", top_m=7, kl_support="student")
+    assert (cfg.experience.top_j, cfg.experience.bank_mode, cfg.kl.top_m, cfg.kl.kl_support) == (5, "dynamic", 7,
+                                                                                                  "student")
+    with pytest.raises(AttributeError, match="LopdSection has no setting 'top_j'"):
+        _ = cfg.lopd.top_j
+    # every view is a property of TrainConfig, and every field is in exactly one section
+    views = {name: getattr(cfg, name) for name in VIEWS}
+    assert all(type(v).__name__ == "SectionView" for v in views.values())
+    names = [f.name for section in TRAIN_SECTIONS for f in dataclasses.fields(section)]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(TrainConfig)) and len(set(names)) == len(names)
+
+
+def flat_reads(root: Path, names: set[str]) -> list[str]:
+    """``file:line name`` of each read or write of a setting in ``names`` straight off a config
+    (``cfg.X``, ``config.X``, ``<anything>.cfg.X``) in the Python files under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Attribute) and node.attr in names):
+                continue
+            owner = node.value
+            held = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            if held in ("cfg", "config"):
+                found.append(f"{path}:{node.lineno} {node.attr}")
+    return found
+
+
+def test_settings_not_every_algorithm_reads_are_read_through_their_section():
+    """lopd_train and the benchmarks read a view section's setting through its view (``cfg.lopd.margin``), never
+    flat (``cfg.margin``). Not counted: config.py, which defines the views, and the sampler's code
+    (lopd_train/rollout/), whose ``cfg`` is a :class:`Sampling` with a ``top_m`` of its own."""
+    names = {f.name for section in VIEWS.values() for f in dataclasses.fields(section)}
+    sampling = {f.name for f in dataclasses.fields(Sampling)}
+    repo = Path(__file__).resolve().parent.parent
+    config, rollout = str(repo / "lopd_train" / "config.py"), str(repo / "lopd_train" / "rollout")
+    found = [hit for root in ("lopd_train", "benchmarks") for hit in flat_reads(repo / root, names)
+             if not hit.startswith(config) and not (hit.startswith(rollout) and hit.split()[-1] in sampling)]
+    assert found == []
+
+
+def test_the_flat_read_finder_finds_flat_reads(tmp_path):
+    (tmp_path / "a.py").write_text("x = cfg.top_j + self.cfg.margin + trainer.config.clip_low\n"
+                                   "y = cfg.lopd.margin + self.bank + cfg.lr\n")
+    assert sorted(flat_reads(tmp_path, {"top_j", "margin", "clip_low", "bank"})) == [
+        f"{tmp_path / 'a.py'}:1 {name}" for name in ("clip_low", "margin", "top_j")]
 
 
 def test_one_sampling_type_and_temperature_zero_is_greedy():

@@ -23,9 +23,10 @@ def test_the_gpu_config_parses_and_mirrors_the_reference():
     assert (cfg.model, cfg.env, cfg.algo, cfg.rollout_backend) == ("Qwen/Qwen3-4B", "lopd/EnvScaler-v0", "lopd", "vllm")
     assert (cfg.tasks_per_step, cfg.group_size, cfg.steps, cfg.lr) == (32, 1, 100, 1e-5)
     assert (cfg.temperature, cfg.top_k, cfg.top_p) == (0.7, 20, 0.95)
-    assert (cfg.top_j, cfg.num_latents, cfg.top_m, cfg.margin, cfg.anchor_coef, cfg.beta_lr, cfg.beta_init) == \
-        (3, 32, 20, 0.05, 0.2, 0.5, 0.0)
-    assert (cfg.bank_mode, cfg.cold_start_steps, cfg.cold_start_batch_size) == ("reference", 1000, 8)
+    lopd = cfg.lopd
+    assert (cfg.experience.top_j, lopd.num_latents, cfg.kl.top_m, lopd.margin, lopd.anchor_coef, lopd.beta_lr,
+            lopd.beta_init) == (3, 32, 20, 0.05, 0.2, 0.5, 0.0)
+    assert (cfg.experience.bank_mode, lopd.cold_start_steps, lopd.cold_start_batch_size) == ("reference", 1000, 8)
 
 
 def tiny_qwen3(folder: Path) -> Path:

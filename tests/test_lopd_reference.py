@@ -37,7 +37,7 @@ def expected_student_kl(algo, trajs, support: str) -> float:
                 t = teacher_logits(algo.policy, g.teacher_seqs[k], g.teacher_masks[k], (g.positions, z))
                 s = score_group(algo.policy, [g.seqs[k]], [g.masks[k]])[0]
                 lp_s, lp_t = s.float().log_softmax(-1), t.float().log_softmax(-1)
-                idx = members[k].topm_ids if support == "student" else lp_t.topk(algo.cfg.top_m, -1).indices
+                idx = members[k].topm_ids if support == "student" else lp_t.topk(algo.cfg.kl.top_m, -1).indices
                 q_s, q_t = losses.topm_tail_logprobs(lp_s, idx), losses.topm_tail_logprobs(lp_t, idx)
                 total += float(losses.bucket_kl(q_s, q_t).sum())
     return total / n_tokens
@@ -157,7 +157,7 @@ def test_margin_sign_follows_the_outcome():
 
 def test_beta_follows_the_dual_update_from_zero_and_the_loss_uses_the_old_beta(tmp_path):
     _peft_model, _tok, cfg, trajs, algo = lopd_setup(tmp_path)
-    assert (cfg.beta_init, cfg.beta_lr, cfg.margin) == (0.0, 0.5, 0.05)
+    assert (cfg.lopd.beta_init, cfg.lopd.beta_lr, cfg.lopd.margin) == (0.0, 0.5, 0.05)
     first = algo.update(trajs)
     assert first["beta_used"] == 0.0
     assert first["beta"] == pytest.approx(max(0.0, 0.0 + 0.5 * (0.05 - first["margin_delta"])))
@@ -243,7 +243,7 @@ def test_student_statistics_are_recomputed_when_a_minibatch_made_them_stale(tmp_
     with torch.no_grad():
         logits = score_group(algo.policy, g.seqs, g.masks)
     for f, lg in zip(fresh, logits):
-        assert torch.equal(f, lg.float().log_softmax(-1).topk(algo.cfg.top_m, -1).indices)
+        assert torch.equal(f, lg.float().log_softmax(-1).topk(algo.cfg.kl.top_m, -1).indices)
     calls = []
     real = algo.student_support
     algo.student_support = lambda g, stale: calls.append(stale) or real(g, stale)
@@ -324,12 +324,15 @@ def test_the_trainer_asks_algorithms_for_capabilities_not_names():
     from pathlib import Path
 
     from lopd_train.algorithms import ALGORITHMS
+    from lopd_train.config import TrainConfig
 
     training = Path(__file__).resolve().parents[1] / "lopd_train" / "training"
     src = (training / "trainer.py").read_text() + (training / "checkpoints.py").read_text()
     assert 'algo == "' not in src and "getattr(self.algo, \"beta\"" not in src
     assert ALGORITHMS["lopd"].has_cold_start and not ALGORITHMS["grpo"].has_cold_start
-    assert set(ALGORITHMS["lopd"].extra_adapters) == {"composer", "anchor"} and not ALGORITHMS["sdpo"].extra_adapters
+    cfg = TrainConfig(composer_lora_r=4, composer_lora_alpha=8)
+    assert ALGORITHMS["lopd"].extra_adapters(cfg) == {"composer": (4, 8), "anchor": (4, 8)}
+    assert not ALGORITHMS["sdpo"].extra_adapters(cfg)
     assert ALGORITHMS["lopd"].state_fields == ("beta",)
 
 
@@ -379,7 +382,7 @@ def test_composing_several_contexts_in_one_encoder_pass_gives_each_its_own_laten
     with torch.no_grad():
         together = algo.compose_many(contexts)
         alone = [algo.compose(task, e) for task, e in contexts]
-    assert [z.shape[0] for z in together] == [algo.cfg.num_latents * len(e) for _, e in contexts]
+    assert [z.shape[0] for z in together] == [algo.cfg.lopd.num_latents * len(e) for _, e in contexts]
     for a, b in zip(together, alone):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
-    assert not torch.allclose(together[0], together[1][:algo.cfg.num_latents], atol=1e-3)  # not one context copied
+    assert not torch.allclose(together[0], together[1][:algo.cfg.lopd.num_latents], atol=1e-3)  # not one context copied

@@ -58,4 +58,4 @@ def test_reference_defaults_resolve_per_baseline(tmp_path):
     assert (f.teacher, f.loss, f.topk, f.tail, f.importance_clip) == ("base", "jsd", 100, False, 2.0)
     v2 = resolve(SDPO, TrainConfig(baseline_semantics="v2"))
     assert (v2.teacher, v2.ema_decay, v2.loss, v2.importance_clip) == ("base", 0.99, "topk", None)
-    assert (cfg.grpo_std, cfg.grpo_eps, cfg.grpo_loss_type) == ("unbiased", 1e-4, "dapo")
+    assert (cfg.grpo.grpo_std, cfg.grpo.grpo_eps, cfg.grpo.grpo_loss_type) == ("unbiased", 1e-4, "dapo")

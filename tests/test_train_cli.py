@@ -26,17 +26,18 @@ def test_help_explains_every_knob(capsys):
 
 def test_paper_defaults():
     cfg = TrainConfig()
-    assert (cfg.top_j, cfg.num_latents, cfg.top_m, cfg.margin) == (3, 32, 20, 0.05)
+    assert (cfg.experience.top_j, cfg.lopd.num_latents, cfg.kl.top_m, cfg.lopd.margin) == (3, 32, 20, 0.05)
     assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct"
 
 
 def test_reference_code_defaults():
     """The authors' choices (bingreeky/LOPD @ 50c3d7f) are the defaults where they do not depend on model size."""
     cfg = TrainConfig()
-    assert (cfg.anchor_coef, cfg.beta_init, cfg.beta_lr, cfg.max_grad_norm) == (0.2, 0.0, 0.5, 1.0)
-    assert (cfg.kl_support, cfg.composer_weighting, cfg.experience_format) == ("teacher", "sequence", "chat")
-    assert (cfg.composer_lora_r, cfg.composer_lora_alpha, cfg.cold_start_batch_size) == (8, 16, 8)
-    assert cfg.cold_start_steps > 0
+    assert (cfg.lopd.anchor_coef, cfg.lopd.beta_init, cfg.lopd.beta_lr, cfg.max_grad_norm) == (0.2, 0.0, 0.5, 1.0)
+    assert (cfg.kl.kl_support, cfg.lopd.composer_weighting, cfg.experience.experience_format) == ("teacher", "sequence",
+                                                                                                 "chat")
+    assert (cfg.lopd.composer_lora_r, cfg.lopd.composer_lora_alpha, cfg.lopd.cold_start_batch_size) == (8, 16, 8)
+    assert cfg.lopd.cold_start_steps > 0
 
 
 def test_unknown_choices_are_refused_clearly():
@@ -50,7 +51,8 @@ def test_config_file_sets_knobs_and_flags_win(tmp_path):
     toml.write_text('env = "lopd/HumanEvalPlus-v0"\nsteps = 7\ntop-j = 2\nuse_margin = false\n'
                     'env_kwargs = { scoring = "strict" }\n')
     cfg, _ = cli.config_from_args(["--config", str(toml), "--steps", "9"])
-    assert cfg.env == "lopd/HumanEvalPlus-v0" and cfg.steps == 9 and cfg.top_j == 2 and cfg.use_margin is False
+    assert cfg.env == "lopd/HumanEvalPlus-v0" and cfg.steps == 9
+    assert cfg.experience.top_j == 2 and cfg.lopd.use_margin is False
     assert cfg.env_kwargs == {"scoring": "strict"}
     js = tmp_path / "run.json"
     js.write_text(json.dumps({"algo": "grpo", "lr": 0.001}))
@@ -84,11 +86,12 @@ def test_the_readme_main_job_config_is_a_valid_run_that_evaluates_before_and_aft
 
     cfg, _ = cli.config_from_args(["--config", str(Path(__file__).resolve().parents[1] /
                                                      "examples/smollm2_bfcl_lopd.toml")])
-    assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.bank_mode == "reference"
-    assert cfg.cold_start_steps > 0 and not cfg.allow_empty_cold_start and cfg.eval_training_tasks
+    assert cfg.algo == "lopd" and cfg.model == "smollm2-135m-instruct" and cfg.experience.bank_mode == "reference"
+    assert cfg.lopd.cold_start_steps > 0 and not cfg.lopd.allow_empty_cold_start and cfg.eval_training_tasks
     held, pool = cfg.eval_tasks, cfg.tasks
     assert len(held) == len(set(held)) >= 8 and set(held).isdisjoint(pool)
-    assert cfg.rollout_budget == len(pool) * cfg.bank_samples + cfg.steps * cfg.tasks_per_step * cfg.group_size
+    assert cfg.rollout_budget == (len(pool) * cfg.experience.bank_samples
+                                  + cfg.steps * cfg.tasks_per_step * cfg.group_size)
     assert cfg.eval_every_rollouts == cfg.rollout_budget > 0  # before (0) and after (the budget or final point)
 
 

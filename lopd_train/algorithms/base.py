@@ -4,7 +4,7 @@ normalisation over the whole batch, gradient clipping, and the state that goes i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
@@ -48,16 +48,14 @@ def sequence_tensors(t: Trajectory, device: torch.device):
 class Algorithm:
     """Base: a student LoRA trained from on-policy trajectories. Subclasses implement :meth:`update`.
 
-    What the trainer needs to know about an algorithm is declared here, as class attributes, so the loop
-    never asks which algorithm it runs:"""
+    What the trainer needs to know about an algorithm is declared here, as class attributes (and class methods
+    of the run's settings), so the loop never asks which algorithm it runs:"""
 
     name = ""
     #: one line for ``lopd-train --help``: what this algorithm's teacher sees
     teacher_sees = ""
     #: needs the experience bank and the retriever
     uses_bank = False
-    #: LoRA adapters on the one backbone besides the student's (name -> which ``TrainConfig`` rank/alpha)
-    extra_adapters: ClassVar[dict[str, str]] = {}
     #: runs a cold-start phase (:meth:`cold_start`) before on-policy training
     has_cold_start = False
     #: scalar attributes written into each checkpoint's ``state.json`` (for people reading a run folder)
@@ -100,6 +98,11 @@ class Algorithm:
         """Whether a run of this algorithm with these settings reads the experience bank: only then does the
         trainer open one (and, in reference mode, spend rollouts of the budget building it)."""
         return cls.uses_bank
+
+    @classmethod
+    def extra_adapters(cls, cfg) -> dict[str, tuple[int, int]]:
+        """LoRA adapters on the one backbone besides the student's: name -> (rank, alpha) under these settings."""
+        return {}
 
     @classmethod
     def records_top_m(cls, cfg) -> bool:

@@ -42,7 +42,7 @@ from lopd_train import models
 from lopd_train.algorithms import losses
 from lopd_train.algorithms.base import Algorithm
 from lopd_train.algorithms.ema import EMATeacher, FactorEMATeacher
-from lopd_train.latent.context import reprompt
+from lopd_train.latent.context import reprompt, task_prompt_text
 from lopd_train.rollout.engine import Trajectory
 from lopd_train.scoring import score_group
 
@@ -139,9 +139,9 @@ class SelfDistillation(Algorithm):
                    sampler_logp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-token student loss ``[T]`` and the importance ratio it was weighed by (``s_logits`` carry the
         gradient; ``t_logits`` do not)."""
-        sem, cfg = self.sem, self.cfg
+        sem, kl = self.sem, self.cfg.kl
         if sem.loss == "topk":  # v2: reverse KL over --kl-support's top-M + tail, raw (T = 1) logits
-            div = losses.reverse_kl_topm(s_logits, t_logits, cfg.top_m, reduce=False, support=cfg.kl_support)
+            div = losses.reverse_kl_topm(s_logits, t_logits, kl.top_m, reduce=False, support=kl.kl_support)
         elif sem.loss == "sampled":
             t = self.temperature if sem.reference else 1.0
             div = losses.sampled_token_kl(losses.token_logprobs(s_logits / t, y), losses.token_logprobs(t_logits / t, y))
@@ -158,10 +158,22 @@ class SelfDistillation(Algorithm):
         return div * ratio, ratio
 
     # ------------------------------------------------------------------ the shared pieces
+    def gold_contexts(self, members: list[Trajectory], template: str | None) -> list[Context | None]:
+        """Every rollout of the group the same context, from the task's reference answer (OPSD, SDFT): the whole
+        task message ``template`` makes of the task and the answer, or without one (v2) the answer as the block
+        spliced in; ``None`` for each when the task has no reference answer (no supervision)."""
+        answer = self.reference_answer(members[0].task_id)
+        if answer is None:
+            return [None] * len(members)
+        if template is None:
+            return [Context(self.clip(answer), "gold")] * len(members)
+        return [Context(template.format(prompt=task_prompt_text(members[0].messages), privileged_context=answer),
+                        "gold")] * len(members)
+
     def clip(self, text: str) -> str:
         """v2: ``text`` cut to ``--experience-tokens`` tokens (its end or its start, see :attr:`keep_end`)."""
         ids = models.encode(self.tokenizer, text)
-        n = self.cfg.experience_tokens
+        n = self.cfg.experience.experience_tokens
         if len(ids) <= n:
             return text
         return self.tokenizer.decode(ids[-n:] if self.keep_end else ids[:n])

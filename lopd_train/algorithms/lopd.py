@@ -95,7 +95,7 @@ composer's held-back NLL rises slightly at every rate (one batch of 2 rollouts i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -181,19 +181,23 @@ class LOPD(Algorithm):
     name = "lopd"
     teacher_sees = "J*K latent tokens composed from the top-J retrieved experiences"
     uses_bank = True
-    extra_adapters: ClassVar[dict[str, str]] = {"composer": "composer", "anchor": "composer"}  # encoder LoRA, and its cold-start snapshot
     has_cold_start = True
     state_fields = ("beta",)
 
     @classmethod
+    def extra_adapters(cls, cfg) -> dict[str, tuple[int, int]]:
+        """The composer's encoder LoRA, and its cold-start snapshot (the anchor), of one shape."""
+        return dict.fromkeys(("composer", "anchor"), (cfg.lopd.composer_lora_r, cfg.lopd.composer_lora_alpha))
+
+    @classmethod
     def records_top_m(cls, cfg) -> bool:
-        return cfg.lopd.kl_support == "student"  # only the student support reads the sampler's top-M
+        return cfg.kl.kl_support == "student"  # only the student support reads the sampler's top-M
 
     def __init__(self, policy, tokenizer, cfg, bank=None, retriever=None):
         super().__init__(policy, tokenizer, cfg, bank, retriever)
         lopd = cfg.lopd
         kw = dict(num_queries=lopd.num_latents, dim=lopd.qformer_dim, layers=lopd.qformer_layers,
-                  heads=lopd.qformer_heads, max_tokens=lopd.experience_tokens, kind=lopd.composer,
+                  heads=lopd.qformer_heads, max_tokens=cfg.experience.experience_tokens, kind=lopd.composer,
                   depth=lopd.perceiver_depth)
         self.composer = Composer(policy, tokenizer, "composer", **kw)
         self.snapshot = Composer(policy, tokenizer, "anchor", **kw)  # the cold-started composer, frozen
@@ -220,7 +224,8 @@ class LOPD(Algorithm):
         is itself a bank row (``bank_id``: a dynamic bank's fresh successes, a cold start's banked ones) is
         never retrieved for its group; experiences of the same task are (a reference bank's point)."""
         exclude = [[t.bank_id for t in members if t.bank_id is not None] for members in groups]
-        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.lopd.top_j, exclude=exclude)
+        return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.experience.top_j,
+                                       exclude=exclude)
 
     def group(self, members: list[Trajectory], experiences: list[Any]) -> Group:
         positions, t_seqs, t_masks = self.context_view(members, n_latent=len(experiences) * self.cfg.lopd.num_latents)
@@ -237,7 +242,8 @@ class LOPD(Algorithm):
         cut back into one ``[J*K, d]`` context each. One pass instead of one per group is the point: on a GPU
         a group's pass is a few hundred small kernels, and a step composes for every group and every probe."""
         composer = composer or self.composer
-        pairs = [(task, experience_text(e, self.cfg.lopd.experience_format)) for task, exps in contexts for e in exps]
+        fmt = self.cfg.experience.experience_format
+        pairs = [(task, experience_text(e, fmt)) for task, exps in contexts for e in exps]
         if not pairs:
             return [torch.empty(0) for _ in contexts]
         latents = composer.encode(pairs)
@@ -269,12 +275,12 @@ class LOPD(Algorithm):
         if not stale and all(t.topm_ids is not None for t in g.members):
             return [t.topm_ids.to(self.device) for t in g.members]
         logits = score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)
-        return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.lopd.top_m, "student")
+        return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.kl.top_m, "student")
                 for x in logits]
 
     # ------------------------------------------------------------------ one update
     def update(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        lopd = self.cfg.lopd  # LOPD's own settings
+        lopd, topm = self.cfg.lopd, self.cfg.kl  # LOPD's own settings, and its top-M KL's
         beta = self.beta if lopd.use_margin else 0.0  # the loss uses the dual variable from before this step
         metrics = {"student_kl": 0.0, "composer_kl": 0.0, "anchor": 0.0, "grad_norm": 0.0, "composer_grad_norm": 0.0}
         delta_sum, delta_tokens, n_total, n_skipped = 0.0, 0, 0, 0
@@ -306,8 +312,8 @@ class LOPD(Algorithm):
                     with torch.set_grad_enabled(train_composer):
                         # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
                         t_logp = self.teacher_logprobs(g, z)
-                        g.support = (self.student_support(g, stale=i > 0) if lopd.kl_support == "student" else
-                                     [losses.kl_support(None, lp, lopd.top_m, "teacher") for lp in t_logp])
+                        g.support = (self.student_support(g, stale=i > 0) if topm.kl_support == "student" else
+                                     [losses.kl_support(None, lp, topm.top_m, "teacher") for lp in t_logp])
                         q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]
                         t_logp_y = [lp.gather(-1, y[:, None])[:, 0] for lp, y in zip(t_logp, g.targets)]
                         del t_logp
@@ -449,7 +455,7 @@ class LOPD(Algorithm):
         which goes on and logs ``cold_start_empty``; ``--freeze-composer`` refuses a composer no step trained."""
         cfg, lopd = self.cfg, self.cfg.lopd
         ok = [t for t in trajectories if t.success and t.n_actions > 0]
-        pool = cold_start_pairs(self.retriever, ok, lopd.top_j, lopd.cold_start_retrieval)
+        pool = cold_start_pairs(self.retriever, ok, cfg.experience.top_j, lopd.cold_start_retrieval)
         n_pairs = int(self.dist.sum(len(pool))[0])
         planned = lopd.cold_start_steps if n_pairs else 0
         summary: dict[str, float] = {"cold_start_trajectories": n_pairs, "cold_start_successes": len(ok),

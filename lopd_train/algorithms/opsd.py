@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from lopd_train.algorithms.distill import Context, SelfDistillation
-from lopd_train.latent.context import OPSD_TEMPLATE, task_prompt_text
+from lopd_train.algorithms.distill import SelfDistillation
+from lopd_train.latent.context import OPSD_TEMPLATE
 
 FRAMING = ("A reference answer to the task below is shown first, for you to learn from. Solve the task as if "
            "you had worked it out yourself; do not mention the reference.\n\nReference answer:\n",
@@ -44,10 +44,4 @@ class OPSD(SelfDistillation):
     framing = FRAMING
 
     def contexts(self, members):
-        answer = self.reference_answer(members[0].task_id)
-        if answer is None:
-            return [None] * len(members)
-        if not self.sem.reference:
-            return [Context(self.clip(answer), "gold")] * len(members)
-        text = OPSD_TEMPLATE.format(prompt=task_prompt_text(members[0].messages), privileged_context=answer)
-        return [Context(text, "gold")] * len(members)
+        return self.gold_contexts(members, OPSD_TEMPLATE if self.sem.reference else None)

@@ -28,7 +28,7 @@ from typing import ClassVar
 
 from lopd_train.algorithms.distill import Context, SelfDistillation
 from lopd_train.experience.bank import trace_key
-from lopd_train.latent.context import SDFT_TEMPLATE, experience_text, task_prompt_text
+from lopd_train.latent.context import SDFT_TEMPLATE, experience_text
 
 FRAMING = ("Here is a demonstration of how a task like the one below was solved successfully:\n\n",
            "\n\n(end of the demonstration)\n\nNow solve the following task with your own approach:\n\n")
@@ -52,12 +52,9 @@ class SDFT(SelfDistillation):
 
     def contexts(self, members):
         if self.sem.reference:
-            answer = self.reference_answer(members[0].task_id)
-            if answer is None:
-                return [None] * len(members)
-            text = SDFT_TEMPLATE.format(prompt=task_prompt_text(members[0].messages), privileged_context=answer)
-            return [Context(text, "gold")] * len(members)
+            return self.gold_contexts(members, SDFT_TEMPLATE)
         demo = self.demonstration(members)
         if demo is None:
             return [None] * len(members)
-        return [Context(self.clip(experience_text(demo, self.cfg.experience_format)), "retrieved")] * len(members)
+        text = self.clip(experience_text(demo, self.cfg.experience.experience_format))
+        return [Context(text, "retrieved")] * len(members)

@@ -88,7 +88,7 @@ class SDPO(SelfDistillation):
             self._banked = {}
             for e in self.bank.all() if self.bank is not None else []:
                 self._banked.setdefault((e.env_id, e.task_id), []).append(
-                    (e.key, experience_text(e, self.cfg.experience_format)))
+                    (e.key, experience_text(e, self.cfg.experience.experience_format)))
         return self._banked.get((members[0].env_id, members[0].task_id), [])
 
     def contexts(self, members):
@@ -110,7 +110,7 @@ class SDPO(SelfDistillation):
         return out
 
     def v2_contexts(self, members):
-        fmt = self.cfg.experience_format
+        fmt = self.cfg.experience.experience_format
         solutions = [(trace_key(t.trace), trace_text(t.trace, fmt), "group")
                      for t in members if t.success and t.trace]
         solutions += [(key, text, "bank") for key, text in self.banked_solutions(members)]

@@ -142,7 +142,7 @@ class SkillSD(SelfDistillation):
     def contexts(self, members):
         own = {trace_key(t.trace) for t in members if t.success and t.trace is not None}
         exclude = [s.id for s in self.skills.all() if self.source_of(s) in own]
-        (hits,) = self.skill_retriever.retrieve([members[0].task], k=self.cfg.top_j, exclude=[exclude])
+        (hits,) = self.skill_retriever.retrieve([members[0].task], k=self.cfg.experience.top_j, exclude=[exclude])
         text = self.clip("\n".join(f"- {s.text}" for s in hits)) if hits else None
         return [Context(text, "skills") if text is not None else None] * len(members)
 

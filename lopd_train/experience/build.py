@@ -38,11 +38,11 @@ def sample_bank(trainer, tasks: Sequence[str], samples: int, keep_failures: bool
     with trainer.dist.unsharded(trainer.policy, when=trainer.vllm is None):  # FSDP: the whole backbone
         return build(trainer.policy, trainer.tokenizer, trainer.envs, trainer.pool, trainer.cfg, trainer.bank, tasks,
                      samples, keep_failures=keep_failures, seed=trainer.cfg.seed, progress=progress,
-                     hold_back=(trainer.cfg.pig_trajectories if trainer.cfg.pig_every > 0 else 0)
+                     hold_back=(trainer.cfg.lopd.pig_trajectories if trainer.cfg.lopd.pig_every > 0 else 0)
                      if hold_back is None else hold_back,
                      held_back_path=Path(trainer.out) / HELD_BACK, counter=trainer, adapter=models.adapter,
                      generator=trainer.serving_student(),
-                     per_task=trainer.cfg.pig_per_task if per_task is None else per_task)
+                     per_task=trainer.cfg.lopd.pig_per_task if per_task is None else per_task)
 
 
 def build(policy, tokenizer, envs, pool, cfg, bank, tasks: Sequence[str], samples: int, keep_failures: bool = False,

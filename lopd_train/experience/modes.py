@@ -110,7 +110,7 @@ class BankMode:
 
         cfg = self.cfg
         data: list = []
-        if cfg.cold_start_steps <= 0:
+        if cfg.lopd.cold_start_steps <= 0:
             return data  # nothing to fit: the algorithm refuses or logs the empty cold start
         env_id = getattr(trainer.envs[0].unwrapped, "env_id", "")
         for k, exp in enumerate(trainer.bank.all() if trainer.bank is not None else []):
@@ -133,28 +133,28 @@ class ReferenceBank(BankMode):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if cfg.init_bank:
+        if cfg.experience.init_bank:
             raise RunSettingError("--init-bank seeds the dynamic bank; in --bank-mode reference give a built bank "
                                   "with --bank (lopd bank build) or let the run build one (--bank-samples)")
 
     def seed(self, trainer, bank: ExperienceBank) -> None:
-        if self.cfg.bank:
-            copy_bank(bank, self.cfg.bank, held_back_path=Path(trainer.out) / HELD_BACK, vocab=trainer.vocab)
+        if self.cfg.experience.bank:
+            copy_bank(bank, self.cfg.experience.bank, held_back_path=Path(trainer.out) / HELD_BACK, vocab=trainer.vocab)
 
     def before_training(self, trainer) -> dict[str, Any] | None:
         """Sample the bank (or count the given one's rollouts) once; the provenance (model, sampling, tasks,
         rollouts) stays in the bank."""
-        cfg = self.cfg
+        cfg, exp = self.cfg, self.cfg.experience
         if trainer.bank_built:
             return None
         with trainer.dist.main_first():  # data-parallel: rank 0 samples the one bank, the others read it
-            if cfg.bank or not trainer.dist.is_main:
+            if exp.bank or not trainer.dist.is_main:
                 prov = trainer.bank.provenance()
                 trainer.rollouts += int(prov.get("rollouts", 0))
             else:
                 from lopd_train.experience.build import sample_bank
 
-                prov = sample_bank(trainer, trainer.task_pool, cfg.bank_samples, keep_failures=cfg.bank_keep_failures,
+                prov = sample_bank(trainer, trainer.task_pool, exp.bank_samples, keep_failures=exp.bank_keep_failures,
                                    progress=cfg.progress)
                 if trainer.vllm is not None:
                     trainer.vllm.sleep()  # the cold start's turn on the GPU
@@ -175,12 +175,12 @@ class DynamicBank(BankMode):
 
     def __init__(self, cfg):
         super().__init__(cfg)
-        if cfg.bank:
+        if cfg.experience.bank:
             raise RunSettingError("--bank is a reference-mode bank; with --bank-mode dynamic use --init-bank")
 
     def seed(self, trainer, bank: ExperienceBank) -> None:
-        if self.cfg.init_bank:
-            seed_bank(bank, self.cfg.init_bank, trainer.vocab)
+        if self.cfg.experience.init_bank:
+            seed_bank(bank, self.cfg.experience.init_bank, trainer.vocab)
 
     def after_rollouts(self, trainer, trajectories: list) -> int:
         """The batch's successes into the bank (and the retriever); each success learns its bank row, which its
@@ -199,14 +199,14 @@ class DynamicBank(BankMode):
         return len(added)
 
     def cold_start_data(self, trainer) -> list:
-        cfg = self.cfg
-        if cfg.cold_start_steps <= 0:
+        lopd = self.cfg.lopd  # the cold start is LOPD's
+        if lopd.cold_start_steps <= 0:
             return []  # nothing to fit: no rollouts spent on it
         data = super().cold_start_data(trainer)
         batches = 0
-        while (trainer.dist.sum(sum(t.success for t in data))[0] < cfg.cold_start_min_successes
-               and batches < cfg.cold_start_max_batches):
-            trajs, _ = trainer.rollout_batch(greedy=cfg.cold_start_greedy)
+        while (trainer.dist.sum(sum(t.success for t in data))[0] < lopd.cold_start_min_successes
+               and batches < lopd.cold_start_max_batches):
+            trajs, _ = trainer.rollout_batch(greedy=lopd.cold_start_greedy)
             data += trajs
             batches += 1
         return data
@@ -217,6 +217,7 @@ MODES = {"reference": ReferenceBank, "dynamic": DynamicBank}
 
 def make(cfg) -> BankMode:
     """The run's bank mode (``--bank-mode``), its settings checked."""
-    if cfg.bank_mode not in MODES:
-        raise RunSettingError(f"--bank-mode {cfg.bank_mode!r}: choose from {sorted(MODES)}")
-    return MODES[cfg.bank_mode](cfg)
+    mode = cfg.experience.bank_mode
+    if mode not in MODES:
+        raise RunSettingError(f"--bank-mode {mode!r}: choose from {sorted(MODES)}")
+    return MODES[mode](cfg)

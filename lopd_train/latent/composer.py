@@ -52,7 +52,23 @@ class QFormerLayer(nn.Module):
         return q + self.ffn(self.norm_ffn(q))
 
 
-class QFormer(nn.Module):
+class Compressor(nn.Module):
+    """What both compressors share: K learned queries (the parameter named by ``queries_name``) read the
+    encoder's hidden states once these are projected to the compressor's width."""
+
+    queries_name = "queries"
+
+    @property
+    def num_queries(self) -> int:
+        return getattr(self, self.queries_name).shape[0]
+
+    def start(self, proj: nn.Linear, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``memory`` through ``proj`` (in its dtype), and the learned queries, one copy per row of it."""
+        mem = proj(memory.to(proj.weight.dtype))
+        return mem, getattr(self, self.queries_name).unsqueeze(0).expand(mem.shape[0], -1, -1)
+
+
+class QFormer(Compressor):
     """K learned queries → K vectors of the backbone's embedding width, at the scale of its token embeddings."""
 
     def __init__(self, encoder_dim: int, embed_dim: int, num_queries: int = 32, dim: int = 256,
@@ -65,14 +81,9 @@ class QFormer(nn.Module):
         self.out_proj = nn.Linear(dim, embed_dim)
         self.gain = nn.Parameter(torch.tensor(float(embed_rms)))
 
-    @property
-    def num_queries(self) -> int:
-        return self.queries.shape[0]
-
     def forward(self, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
         """``memory`` ``[N, L, encoder_dim]`` with ``memory_mask`` ``[N, L]`` (1 = real token) -> ``[N, K, embed_dim]``."""
-        mem = self.memory_proj(memory.to(self.memory_proj.weight.dtype))
-        q = self.queries.unsqueeze(0).expand(mem.shape[0], -1, -1)
+        mem, q = self.start(self.memory_proj, memory)
         pad = memory_mask == 0
         for layer in self.layers:
             q = layer(q, mem, pad)
@@ -108,9 +119,11 @@ class PerceiverBlock(nn.Module):
         return self.to_out(out.transpose(1, 2).reshape(n, k, -1))
 
 
-class PerceiverResampler(nn.Module):
+class PerceiverResampler(Compressor):
     """The authors' compressor: K latents refined ``depth`` times by one shared (attention, feed-forward) pair at
     the model's width; output ``LayerNorm(proj_out(latents))`` (their scale, RMS about 1)."""
+
+    queries_name = "latents"  # the authors' name, kept in checkpoints
 
     def __init__(self, dim: int, num_queries: int = 32, depth: int = 8, heads: int = 8, dim_head: int = 64,
                  ff_mult: int = 4):
@@ -124,14 +137,9 @@ class PerceiverResampler(nn.Module):
         self.proj_out = nn.Linear(dim, dim)
         self.norm_out = nn.LayerNorm(dim)
 
-    @property
-    def num_queries(self) -> int:
-        return self.latents.shape[0]
-
     def forward(self, memory: torch.Tensor, memory_mask: torch.Tensor) -> torch.Tensor:
         """``memory`` ``[N, L, dim]`` with ``memory_mask`` ``[N, L]`` (1 = real token) -> ``[N, K, dim]``."""
-        mem = self.proj_in(memory.to(self.proj_in.weight.dtype))
-        lat = self.latents.unsqueeze(0).expand(mem.shape[0], -1, -1)
+        mem, lat = self.start(self.proj_in, memory)
         keep = torch.cat([memory_mask.bool(), torch.ones(lat.shape[:2], dtype=torch.bool, device=lat.device)], 1)
         for _ in range(self.depth):
             lat = lat + self.attn(mem, lat, keep)

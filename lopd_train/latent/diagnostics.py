@@ -89,7 +89,7 @@ def teacher_nll(algo, trajectories: Sequence[Trajectory], experiences: Sequence[
             (lg,) = score_group(policy, seq, mask, teacher=True, share_prefix=False)
             put("none", lg)
         if "text" in conditions:
-            text = text_context(experiences[i], cfg.experience_format, cfg.experience_tokens, tok)
+            text = text_context(experiences[i], cfg.experience.experience_format, cfg.experience.experience_tokens, tok)
             _, t_seqs, t_masks = algo.context_view([t], text=text, framing=(FRAMING_BEFORE, FRAMING_AFTER))
             (lg,) = score_group(policy, t_seqs, t_masks, teacher=True, share_prefix=False)
             put("text", lg)
@@ -239,7 +239,7 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
         positions: list[int] = []
         lat = None
         if kind == "text":
-            text = text_context(experiences[i], cfg.experience_format, cfg.experience_tokens, tok)
+            text = text_context(experiences[i], cfg.experience.experience_format, cfg.experience.experience_tokens, tok)
             prompt = context_prompt(tok, prompt, t.messages, t.tools, text=text,
                                     text_tools=cfg.text_tools).input_ids
         elif kind == "latent":
@@ -299,11 +299,11 @@ class PIGMetric:
                 self.warned = True
                 from tqdm.auto import tqdm
 
-                tqdm.write(f"warning: --pig-every {algo.cfg.pig_every} measures nothing: no successes were held "
+                tqdm.write(f"warning: --pig-every {algo.cfg.lopd.pig_every} measures nothing: no successes were held "
                            "back from the bank (a run that builds its bank holds back --pig-trajectories; a bank "
                            "from `lopd bank build` needs --hold-back N)")
             return {}
-        exps = algo.retriever.retrieve([t.task for t in self.held], k=algo.cfg.top_j)
+        exps = algo.retriever.retrieve([t.task for t in self.held], k=algo.cfg.experience.top_j)
         s = summary(teacher_nll(algo, self.held, exps, conditions=self.CONDITIONS), self.CONDITIONS)
         out = {}
         for c in self.CONDITIONS[1:]:

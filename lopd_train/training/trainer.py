@@ -134,9 +134,8 @@ class Trainer:
         backbone, self.tokenizer = models.load_backbone(cfg.model, self.device, cfg.dtype)
         targets = cfg.lora_targets  # "all-linear" or the module names
         adapters = {"student": models.lora_config(cfg.lora_r, cfg.lora_alpha, targets=targets)}
-        for name, prefix in self.algo_cls.extra_adapters.items():
-            adapters[name] = models.lora_config(getattr(cfg, f"{prefix}_lora_r"), getattr(cfg, f"{prefix}_lora_alpha"),
-                                                targets=targets)
+        for name, (r, alpha) in self.algo_cls.extra_adapters(cfg).items():
+            adapters[name] = models.lora_config(r, alpha, targets=targets)
         self.policy = models.wrap_lora(backbone, adapters)
         # token ids a bank may carry: the tokenizer's (or the embedding's, where the model pads it)
         self.vocab = max(len(self.tokenizer), self.policy.get_input_embeddings().num_embeddings)
@@ -319,7 +318,7 @@ class Trainer:
         t0 = time.time()
         data = self.cold_start_data()
         log = lambda row: self.log({"phase": "cold_start", "step": 0, **row})  # noqa: E731
-        every = self.cfg.cold_start_save_every
+        every = self.cfg.lopd.cold_start_save_every
 
         def on_step(n: int) -> None:  # a checkpoint inside the cold start: step 0, n composer steps taken
             self.cold_start_progress = n

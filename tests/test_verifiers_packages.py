@@ -32,7 +32,7 @@ def test_one_package_per_lopd_id_in_the_hub_layout():
         functions = {n.name: n for n in module.body if isinstance(n, ast.FunctionDef)}
         assert "load_environment" in functions
         [lopd_env] = [n.value.value for n in module.body if isinstance(n, ast.Assign)
-                      and [t.id for t in n.targets] == ["LOPD_ENV"]]
+                      and [getattr(t, "id", None) for t in n.targets] == ["LOPD_ENV"]]
         served[lopd_env] = name
         assert (path / "README.md").read_text().count(f"vf-install {name} -p environments") == 1
     assert sorted(served) == sorted(ENV_ENTRY_POINTS)

@@ -1,39 +1,17 @@
-"""ACEBench from lopd (``lopd/ACEBench-v0``) as a verifiers environment (verifiers' Environments Hub layout:
-``vf-install lopd-acebench -p environments`` from lopd's checkout): the real lopd env (its prompts, parsing,
-simulators or sandbox, and official scoring) played by verifiers' own rollout loop, the env's outcome score as the
-reward (``lopd_train.integrations.verifiers``)."""
+"""ACEBench (``lopd/ACEBench-v0``) for verifiers: README.md says how to install, run and call it."""
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Sequence
-from typing import Any
-
-if importlib.util.find_spec("lopd_train") is None:  # a prerequisite (not on PyPI), not a dependency: pyproject.toml
-    raise ModuleNotFoundError(
-        "lopd-acebench runs lopd's environments: install lopd into this environment first (from lopd's checkout: "
-        "uv pip install -e . 'verifiers>=0.1.9,<0.4' --override <(echo 'protobuf>=6.31.1'))")
+# lopd is a prerequisite, not a dependency (pyproject.toml): install it first (lopd's README, "Use from verifiers")
+from lopd_train.integrations.verifiers_package import load_benchmark, v1_classes
 
 LOPD_ENV = "lopd/ACEBench-v0"
+__all__ = ["LOPD_ENV", "LopdAcebenchEnv", "LopdAcebenchTaskset", "LopdAcebenchTasksetConfig", "load_environment"]
 
 
-def load_environment(tasks: Sequence[str] | str | None = None, tool_mode: str = "native",
-                     tool_syntax: str = "hermes", max_turns: int = -1, **env_kwargs: Any):
-    """``lopd/ACEBench-v0`` as a ``vf.MultiTurnEnv``, one dataset row per task. ``tasks``: task ids to keep (a list
-    or one comma-separated string); ``tool_mode``: ``"native"`` (the task's functions as tool definitions) or
-    ``"text"`` (listed in the prompt, for servers without tool calling); ``tool_syntax``: the text protocol's call
-    syntax; ``max_turns``: verifiers' turn limit (-1: the env's own rules); ``env_kwargs``: the env's own keywords
-    (category="normal_atom_bool", language="en", user=..., ...), checked strictly by the env."""
-    from lopd_train.integrations.verifiers import benchmark_environment  # verifiers' classic API
-
-    return benchmark_environment(__name__, LOPD_ENV, tasks=tasks, tool_mode=tool_mode, tool_syntax=tool_syntax,
-                                 max_turns=max_turns, **env_kwargs)
+def load_environment(**arguments):
+    return load_benchmark(__name__, LOPD_ENV, **arguments)
 
 
-__all__ = ["LOPD_ENV", "load_environment"]
-
-if importlib.util.find_spec("verifiers.v1") is not None:  # verifiers.v1 (0.4; 0.3 ships it too): vf-eval lopd-acebench
-    from lopd_train.integrations.verifiers_v1 import benchmark_classes
-
-    LopdAcebenchTasksetConfig, LopdAcebenchTaskset, LopdAcebenchEnv = benchmark_classes(LOPD_ENV, "LopdAcebench")
-    __all__ += ["LopdAcebenchEnv", "LopdAcebenchTaskset", "LopdAcebenchTasksetConfig"]
+# verifiers.v1's taskset and env (vf-eval lopd-acebench under verifiers 0.4): None where there is no verifiers.v1
+LopdAcebenchTasksetConfig, LopdAcebenchTaskset, LopdAcebenchEnv = v1_classes(LOPD_ENV, "LopdAcebench")

@@ -141,6 +141,10 @@ def _without_model_generation_defaults(model, tokenizer) -> Iterator[None]:
 #: a common prefix shorter than this is not worth a separate pass (a chat template's header alone is ~10)
 MIN_SHARED_PREFIX = 32
 
+# one sampled completion: token ids, the sampler's log-probs, ended with EOS, and the sampler's per-token
+# statistics (from sampled_statistics) or None
+Sampled = tuple[list[int], list[float], bool, tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None]
+
 
 def common_prefix_length(prompts: Sequence[list[int]]) -> int:
     first, n = prompts[0], min(len(p) for p in prompts)
@@ -218,7 +222,7 @@ def prefill(model, prompts: Sequence[list[int]], pad: int, device) -> tuple[torc
         cache = cached(model(input_ids=u_ids[:, shared:], attention_mask=u_attn,
                              position_ids=_positions(u_attn)[:, shared:], use_cache=True, **last,
                              **({kw: cache} if cache is not None else {})))
-    if not hasattr(cache, "batch_select_indices"):
+    if cache is None or not hasattr(cache, "batch_select_indices"):
         return ids, attn, None
     cache.batch_select_indices(torch.tensor(rows, device=device))
     return ids, attn, cache
@@ -252,8 +256,9 @@ def sampled_statistics(step_logits: Sequence[torch.Tensor], new: torch.Tensor, c
 
 @torch.no_grad()
 def generate(model, tokenizer, prompts: Sequence[list[int]], cfg: Sampling,
-             generator_seed: int | None = None) -> list[tuple[list[int], list[float], bool]]:
-    """Sample one completion per prompt: (token ids, sampler log-probs, ended with EOS)."""
+             generator_seed: int | None = None) -> list[Sampled]:
+    """Sample one completion per prompt: (token ids, sampler log-probs, ended with EOS, the sampler's per-token
+    statistics or None)."""
     device = next(model.parameters()).device
     ids, attn, cache = prefill(model, prompts, tokenizer.pad_token_id, device)
     width = ids.shape[1]

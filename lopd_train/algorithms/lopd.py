@@ -262,10 +262,12 @@ class LOPD(Algorithm):
                 self._anchor_cache[(g.task, e.id)] = self.compose(g.task, [e], self.snapshot)
         return torch.cat([self._anchor_cache[(g.task, e.id)] for e in g.experiences])
 
-    def teacher_logprobs(self, g: Group, latents: torch.Tensor) -> list[torch.Tensor]:
-        """``[T, V]`` teacher log-probabilities per rollout, latents injected at the placeholders."""
+    def teacher_logprobs(self, g: Group, latents: torch.Tensor, checkpoint: bool = False) -> list[torch.Tensor]:
+        """``[T, V]`` teacher log-probabilities per rollout, latents injected at the placeholders. ``checkpoint``:
+        keep only the pass's inputs and outputs for the composer's backward, which comes after the student's step
+        (same values and gradients; see :func:`lopd_train.scoring.score_group`)."""
         logits = score_group(self.policy, g.teacher_seqs, g.teacher_masks, (g.positions, latents), teacher=True,
-                             share_prefix=self.share_prompt)
+                             share_prefix=self.share_prompt, checkpoint_teacher=True if checkpoint else None)
         return [torch.log_softmax(x.float(), -1) for x in logits]
 
     @torch.no_grad()
@@ -311,7 +313,7 @@ class LOPD(Algorithm):
                 for g, z in zip(chunk, z_of):
                     with torch.set_grad_enabled(train_composer):
                         # 3. teacher top-k: the KL support and the teacher's buckets (top-M + tail) on it
-                        t_logp = self.teacher_logprobs(g, z)
+                        t_logp = self.teacher_logprobs(g, z, checkpoint=train_composer)
                         g.support = (self.student_support(g, stale=i > 0) if topm.kl_support == "student" else
                                      [losses.kl_support(None, lp, topm.top_m, "teacher") for lp in t_logp])
                         q_t = [losses.topm_tail_logprobs(lp, idx) for lp, idx in zip(t_logp, g.support)]

@@ -49,7 +49,8 @@ from lopd_train import textforms, tracking
 from lopd_train.sampling import Sampling
 
 DEFAULT_MODEL = "smollm2-135m-instruct"  # lopd_train.models.DEFAULT_MODEL (not imported: it pulls in torch)
-ALGORITHM_NAMES = ("lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla")  # lopd_train.algorithms.ALGORITHMS
+AlgorithmName = Literal["lopd", "grpo", "opsd", "sdpo", "sdft", "skill_sd", "vanilla"]  # lopd_train.algorithms.ALGORITHMS
+ALGORITHM_NAMES: tuple[str, ...] = typing.get_args(AlgorithmName)
 LIST_HELP = "; several: values after the flag, or a TOML list"
 
 
@@ -121,7 +122,7 @@ class ModelSection:
 class AlgorithmSection:
     """The algorithm and its optimiser."""
 
-    algo: Literal[ALGORITHM_NAMES] = knob(
+    algo: AlgorithmName = knob(
         "lopd", "algorithm: lopd, grpo, opsd, sdpo, sdft, skill_sd or vanilla (see the list below)")
     steps: int = knob(10, "training steps (one rollout batch and one update each)")
     tasks_per_step: int = knob(4, "distinct tasks per step")
@@ -712,15 +713,16 @@ def build_parser(sections: Sequence[type], prog: str, description: str, epilog: 
     """The command's parser: one group per section (``--help`` grouped), every field a flag
     (``--name``/``--na-me``), choices from ``Literal`` types."""
     from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
     tables = {name for cls in sections for name, typ in field_types(cls).items() if _is_table(typ)}
-    parser = HfArgumentParser(list(sections), prog=prog, description=description, epilog=epilog,
+    parser = HfArgumentParser([DataClassType(cls) for cls in sections], prog=prog, description=description, epilog=epilog,
                               formatter_class=HelpFormatter, usage=f"{prog} [--config FILE] [options]")
     for action in parser._actions:
         if action.dest in tables:  # JSON text on the command line, read (and refused, said why) by normalise
             action.type = str
         # the dashed spelling first (--max-new-tokens); the underscored one still works
-        action.option_strings.sort(key=lambda o: ("_" in o, o.startswith("--no_")))
+        action.option_strings = sorted(action.option_strings, key=lambda o: ("_" in o, o.startswith("--no_")))
     parser.add_argument("--config", metavar="FILE", help="TOML or JSON file of settings (keys: the option names); "
                                                          "flags override it")
     return parser

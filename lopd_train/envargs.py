@@ -42,7 +42,10 @@ def gym_kwargs(env_id: str, table: Mapping[str, Any] | None = None, *, category:
 def takes(env_id: str, name: str) -> bool:
     """Whether the env's constructor has the keyword argument ``name``."""
     import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
 
     entry = gym.spec(env_id).entry_point
-    creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if entry is None:  # gymnasium allows registering one; gym.make then refuses it too
+        raise ValueError(f"{env_id} is registered without an entry point")
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
     return name in inspect.signature(creator).parameters

@@ -102,8 +102,9 @@ def convert_gguf(gguf: Path, target: Path) -> Path:
         log.info("converting %s into %s (once; ~20-40 s)", gguf, target)
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer.remove_quantization_config(model)
+        quantizer = getattr(model, "hf_quantizer", None)
+        if quantizer is not None:
+            quantizer.remove_quantization_config(model)
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
     return _atomic_dir(target, build)
@@ -192,8 +193,11 @@ def tiny_model(hidden: int = 64, layers: int = 2, seed: int = 0):
     config = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=8192, tie_word_embeddings=True,
-                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                         pad_token_id=tok.pad_token_id)
+                         # transformers types a tokenizer's *_token_id as any special-token value (str, lists);
+                         # byte_tokenizer's are single tokens, so ints
+                         bos_token_id=tok.bos_token_id,  # pyright: ignore[reportArgumentType]
+                         eos_token_id=tok.eos_token_id,  # pyright: ignore[reportArgumentType]
+                         pad_token_id=tok.pad_token_id)  # pyright: ignore[reportArgumentType]
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
@@ -296,7 +300,9 @@ def load_backbone(spec: str, device: torch.device | None = None, dtype: str | to
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention()).to(device)
+    # transformers' stubs bind the loaded model's ``to`` wrongly (as an unbound generate-mixin method)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention()).to(
+        device)  # pyright: ignore[reportArgumentType]
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
 

@@ -3,6 +3,7 @@ normalisation over the whole batch, gradient clipping, and the state that goes i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,8 +175,8 @@ class Algorithm:
         return [Batch([t for g in groups[i::n] for t in g]) for i in range(n)
                 if groups[i::n] or self.dist.world_size > 1]
 
-    def step_optimizer(self, opt: torch.optim.Optimizer, params: list[torch.Tensor],
-                       clips: list[tuple[list[torch.Tensor], float]] | None = None) -> float:
+    def step_optimizer(self, opt: torch.optim.Optimizer, params: Sequence[torch.Tensor],
+                       clips: Sequence[tuple[Sequence[torch.Tensor], float]] | None = None) -> float:
         """Clip to ``max_grad_norm`` and step; a gradient whose norm is not finite skips the step (the
         gradient is dropped, weights and optimiser state stay as they were). Returns the norm (NaN/inf when
         skipped; ``self.skipped_steps`` counts them). ``clips``: instead, each (parameters, max norm) part

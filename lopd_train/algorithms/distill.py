@@ -204,7 +204,7 @@ class SelfDistillation(Algorithm):
         m = {"student_loss": 0.0, "grad_norm": 0.0, **self.prepare(trajectories)}
         batches = self.minibatches(trajectories)
         n_all, n_supervised = sum(len(b.trajectories) for b in batches), 0
-        sources = dict.fromkeys(SOURCES, 0)
+        sources: dict[str, int] = dict.fromkeys(SOURCES, 0)
         split = {True: [0.0, 0], False: [0.0, 0]}  # success -> [loss sum, tokens]
         ratio_sum, ratio_n = 0.0, 0
         for batch in batches:
@@ -232,6 +232,7 @@ class SelfDistillation(Algorithm):
                     split[ok][0] += float(per_token.detach().sum())
                     split[ok][1] += per_token.numel()
                     ratio_sum, ratio_n = ratio_sum + float(ratio.sum()), ratio_n + ratio.numel()
+                assert isinstance(loss, torch.Tensor)  # a job has rollouts (ms is never empty): the sum is a tensor
                 loss = loss / n_tokens
                 loss.backward()
                 m["student_loss"] += float(loss.detach()) / len(batches)

@@ -84,7 +84,8 @@ class EMATeacher:
 
         try:
             for name, m in self.layers.items():
-                hooks.append(m.register_forward_hook(hook(name)))
+                # peft types LoraLayer as a bare mixin; each of its layers is also an nn.Module
+                hooks.append(m.register_forward_hook(hook(name)))  # pyright: ignore[reportAttributeAccessIssue]
             with models.base_only(self.policy):
                 yield
         finally:

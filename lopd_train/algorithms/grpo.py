@@ -74,6 +74,7 @@ class GRPO(Algorithm):
                     ratio = torch.exp(logp.detach() - o)
                     clipped = (ratio < 1 - grpo.clip_low) | (ratio > 1 + grpo.clip_high)
                     metrics["clip_frac"] += float(clipped.float().sum()) / batch.n_tokens / len(batches)
+                assert isinstance(loss, torch.Tensor)  # a chunk's groups have members: the sum is a tensor
                 loss.backward()
                 metrics["loss"] += float(loss.detach()) / len(batches)
             for p in self.student_params:  # what was not scored has the zero gradient a backward would have given

@@ -224,6 +224,7 @@ class LOPD(Algorithm):
         is itself a bank row (``bank_id``: a dynamic bank's fresh successes, a cold start's banked ones) is
         never retrieved for its group; experiences of the same task are (a reference bank's point)."""
         exclude = [[t.bank_id for t in members if t.bank_id is not None] for members in groups]
+        assert self.retriever is not None, "LOPD reads the bank (uses_bank): the trainer gives it a retriever"
         return self.retriever.retrieve([members[0].task for members in groups], k=self.cfg.experience.top_j,
                                        exclude=exclude)
 
@@ -275,7 +276,7 @@ class LOPD(Algorithm):
         """The student's top-M ids per rollout (``--kl-support student``): as the sampler recorded them, or
         re-scored when the recording is missing or stale (an earlier minibatch already moved the student)."""
         if not stale and all(t.topm_ids is not None for t in g.members):
-            return [t.topm_ids.to(self.device) for t in g.members]
+            return [t.topm_ids.to(self.device) for t in g.members if t.topm_ids is not None]
         logits = score_group(self.policy, g.seqs, g.masks, share_prefix=self.share_prompt)
         return [losses.kl_support(torch.log_softmax(x.float(), -1), None, self.cfg.kl.top_m, "student")
                 for x in logits]
@@ -338,6 +339,7 @@ class LOPD(Algorithm):
                     g.student_logp_y = [lp.detach().gather(-1, y[:, None])[:, 0] for lp, y in zip(s_logp, g.targets)]
                     kl_of.append([float(k.detach().mean()) for k in kl_per])
                     del s_logp, q_s, kl_per
+                assert isinstance(loss, torch.Tensor)  # a chunk is never empty: the sum is a tensor
                 loss.backward()
                 metrics["student_kl"] += float(loss.detach()) / len(batches)
                 del s_logits, loss
@@ -370,6 +372,7 @@ class LOPD(Algorithm):
                         metrics["composer_kl"] += terms.kl / n_rollouts / len(batches)
                         metrics["anchor"] += terms.anchor / n_rollouts / len(batches)
                 if train_composer:
+                    assert isinstance(loss, torch.Tensor)  # the composer trains on a non-empty chunk: a tensor sum
                     loss.backward()
                 del live, loss
             metrics["grad_norm"] += self.step_optimizer(self.student_opt, self.student_params) / len(batches)
@@ -534,6 +537,7 @@ class LOPD(Algorithm):
                 t_logp = self.teacher_logprobs(g, z)
                 loss = sum(-lp.gather(-1, y[:, None]).sum() for lp, y in zip(t_logp, g.targets)) / n_tokens
                 del t_logp
+                assert isinstance(loss, torch.Tensor)  # a group has rollouts: the sum is a tensor
                 loss.backward()
                 nll += float(loss.detach())
                 del loss
@@ -562,8 +566,9 @@ class LOPD(Algorithm):
         if kind != self.composer.kind:
             raise ValueError(f"the checkpoint's composer is a {kind}, this run's --composer is {self.composer.kind}")
         super().load_state_dict(state)
-        self.composer.compressor.load_state_dict(state.get("compressor", state.get("qformer")))
-        self.snapshot.compressor.load_state_dict(state.get("snapshot_compressor", state.get("snapshot_qformer")))
+        self.composer.compressor.load_state_dict(state["compressor" if "compressor" in state else "qformer"])
+        self.snapshot.compressor.load_state_dict(
+            state["snapshot_compressor" if "snapshot_compressor" in state else "snapshot_qformer"])
         self.composer_opt.load_state_dict(state["composer_opt"])
         if "cold_start_opt" in state:
             self.cold_start_opt.load_state_dict(state["cold_start_opt"])

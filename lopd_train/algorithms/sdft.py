@@ -44,7 +44,7 @@ class SDFT(SelfDistillation):
 
     def demonstration(self, members):
         """v2: the retriever's top-1 experience for the group's task, excluding the group's own rollouts."""
-        if self.retriever is None:
+        if self.retriever is None or self.bank is None:  # the retriever indexes the bank: both or neither
             return None
         own = [e.id for e in (self.bank.get_by_key(trace_key(t.trace)) for t in members if t.trace is not None) if e]
         (hits,) = self.retriever.retrieve([members[0].task], k=1, exclude=[own])

@@ -120,8 +120,8 @@ class SDPO(SelfDistillation):
             other = next(((text, src) for key, text, src in solutions if key != own), None)
             if other is not None:
                 out.append(Context(SOLUTION_HEAD + self.clip(other[0]), other[1]))
-            elif not solutions and not t.success and feedback_text(t.trace) is not None:
-                out.append(Context(FEEDBACK_HEAD + self.clip(feedback_text(t.trace)), "feedback"))
+            elif not solutions and not t.success and (feedback := feedback_text(t.trace)) is not None:
+                out.append(Context(FEEDBACK_HEAD + self.clip(feedback), "feedback"))
             else:
                 out.append(None)
         return out

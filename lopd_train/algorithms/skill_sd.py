@@ -80,6 +80,13 @@ class SkillSD(SelfDistillation):
             self.skills.close()
 
     # ------------------------------------------------------------------ skill bank
+    @property
+    def skill_bank(self) -> ExperienceBank:
+        """The skill bank, beside the experience bank: skill_sd reads the experience bank (:meth:`needs_bank`),
+        so the trainer always gives it one."""
+        assert self.skills is not None, "skill_sd runs with an experience bank"
+        return self.skills
+
     def source_of(self, skill) -> str:
         return json.loads(skill.trace)["source"]
 
@@ -87,7 +94,7 @@ class SkillSD(SelfDistillation):
     def skill_retriever(self) -> Retriever:
         if self._skill_retriever is None:  # shares the experience retriever's embedding model
             embedder = self.retriever.embedder if self.retriever is not None else None
-            self._skill_retriever = Retriever(self.skills, embedder=embedder)
+            self._skill_retriever = Retriever(self.skill_bank, embedder=embedder)
         return self._skill_retriever
 
     def summary_prompt(self, experience) -> list[int]:
@@ -133,15 +140,15 @@ class SkillSD(SelfDistillation):
         records = [SkillRecord(e.env_id, e.task_id, e.task, skill, e.key) for e, skill in zip(todo, summaries) if skill]
         self.attempted.update(e.key for e in todo)
         # rank 0 writes the one skill bank, then every rank indexes the same new rows
-        ids = self.dist.on_main(lambda: [s.id for s in self.skills.add(records)] if records else [])
-        added = [self.skills.get(i) for i in ids]
+        ids = self.dist.on_main(lambda: [s.id for s in self.skill_bank.add(records)] if records else [])
+        added = [self.skill_bank.get(i) for i in ids]
         self.skill_retriever.add(added)
-        return {"skills_added": float(len(added)), "skill_bank_size": float(len(self.skills))}
+        return {"skills_added": float(len(added)), "skill_bank_size": float(len(self.skill_bank))}
 
     # ------------------------------------------------------------------ teacher context and loss
     def contexts(self, members):
         own = {trace_key(t.trace) for t in members if t.success and t.trace is not None}
-        exclude = [s.id for s in self.skills.all() if self.source_of(s) in own]
+        exclude = [s.id for s in self.skill_bank.all() if self.source_of(s) in own]
         (hits,) = self.skill_retriever.retrieve([members[0].task], k=self.cfg.experience.top_j, exclude=[exclude])
         text = self.clip("\n".join(f"- {s.text}" for s in hits)) if hits else None
         return [Context(text, "skills") if text is not None else None] * len(members)
@@ -153,11 +160,11 @@ class SkillSD(SelfDistillation):
 
     # ------------------------------------------------------------------ checkpoint state
     def state_dict(self):
-        rows = [(s.env_id, s.task_id, s.task, s.text, self.source_of(s)) for s in self.skills.all()]
+        rows = [(s.env_id, s.task_id, s.task, s.text, self.source_of(s)) for s in self.skill_bank.all()]
         return {**super().state_dict(), "skills": rows, "attempted": sorted(self.attempted)}
 
     def load_state_dict(self, state):
         super().load_state_dict(state)
-        self.dist.on_main(lambda: len(self.skills.add([SkillRecord(*row) for row in state["skills"]])))
+        self.dist.on_main(lambda: len(self.skill_bank.add([SkillRecord(*row) for row in state["skills"]])))
         self.attempted = set(state["attempted"])
         self._skill_retriever = None  # rebuilt from the skill bank on first use

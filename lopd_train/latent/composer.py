@@ -149,7 +149,7 @@ class PerceiverResampler(Compressor):
 
 def make_compressor(kind: str, encoder_dim: int, embed_dim: int, num_queries: int, *, dim: int = 256,
                     layers: int = 2, heads: int = 4, embed_rms: float = 1.0, depth: int = 8,
-                    backbone_heads: int = 8) -> nn.Module:
+                    backbone_heads: int = 8) -> Compressor:
     """The ``--composer`` compressor: ``perceiver`` at the backbone's width and heads (``depth`` shared
     iterations), or ``qformer`` (``dim``/``layers``/``heads``, at the embeddings' RMS)."""
     if kind == "perceiver":

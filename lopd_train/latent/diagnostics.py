@@ -225,6 +225,9 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
     tasks with more held-back successes more."""
     from lopd_train.rollout.engine import neutral_generation_config
 
+    if experiences is None and kind in ("text", "latent"):
+        raise ValueError(f"sampled_success of kind {kind!r} needs the experiences")
+    exps = experiences if experiences is not None else ()  # read only under kind text or latent
     policy, tok, cfg = algo.policy, algo.tokenizer, algo.cfg
     sampling = cfg.sampling()
     embed = embed_tokens(policy)
@@ -239,11 +242,11 @@ def sampled_success(algo, env, trajectories: Sequence[Trajectory], experiences: 
         positions: list[int] = []
         lat = None
         if kind == "text":
-            text = text_context(experiences[i], cfg.experience.experience_format, cfg.experience.experience_tokens, tok)
+            text = text_context(exps[i], cfg.experience.experience_format, cfg.experience.experience_tokens, tok)
             prompt = context_prompt(tok, prompt, t.messages, t.tools, text=text,
                                     text_tools=cfg.text_tools).input_ids
         elif kind == "latent":
-            lat = algo.compose(t.task, list(experiences[i]))
+            lat = algo.compose(t.task, list(exps[i]))
             cp = context_prompt(tok, prompt, t.messages, t.tools, n_latent=lat.shape[0],
                                 text_tools=cfg.text_tools)
             prompt, positions = cp.input_ids, cp.positions

@@ -52,8 +52,9 @@ class Trainer:
             raise
 
     def release_lock(self) -> None:
-        if getattr(self, "lock", None) is not None:
-            self.lock.release()
+        lock = getattr(self, "lock", None)
+        if lock is not None:
+            lock.release()
 
     def _build(self, resume: bool) -> None:
         """Set-up, in order: what the folder's run is (checked before anything loads), the model with its
@@ -75,7 +76,7 @@ class Trainer:
         self.dist.broadcast_parameters(distributed.trainable_parameters(self.policy, self.algo))
         self.dist.prepare_model(self.policy)  # FSDP: the backbone sharded per decoder layer (all adapters exist now)
         rng = self._restore(latest)
-        if self.bank is not None:
+        if self.bank is not None and self.bank_mode is not None:  # a bank is opened by its mode: both or neither
             from lopd_train.experience.retriever import Retriever
 
             self.retriever = self.algo.retriever = Retriever(self.bank, key=self.bank_mode.retriever_key)
@@ -125,7 +126,8 @@ class Trainer:
         """The backbone with its LoRA adapters: "student", and the algorithm's own (LOPD's composer encoder and
         its snapshot); the seeds set first, so the adapters' initial weights are the seed's."""
         cfg = self.cfg
-        self.device = ((self.dist.device if self.dist.world_size > 1 else models.default_device())
+        self.device = (((self.dist.device or torch.device("cpu")) if self.dist.world_size > 1
+                        else models.default_device())
                        if cfg.device == "auto" else torch.device(cfg.device))
         random.seed(cfg.seed)
         np.random.seed(cfg.seed)
@@ -349,8 +351,9 @@ class Trainer:
         # reads it while the same process lives on).
         if getattr(self, "algo", None) is not None:
             self.algo.close()
-        if getattr(self, "bank", None) is not None:
-            self.bank.close()
+        bank = getattr(self, "bank", None)
+        if bank is not None:
+            bank.close()
         self.release_lock()  # last: the folder is complete
 
 
